@@ -1,0 +1,78 @@
+"""Nodes of the data_processing pipeline: raw files in, one token-level rationale schema out."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pandas as pd
+
+from learned_attribution.data.cola import load_cola
+from learned_attribution.data.hatexplain import load_hatexplain
+from learned_attribution.data.projection import project_to_subwords
+from learned_attribution.data.schema import RawText
+from learned_attribution.data.sst import load_sst2
+from learned_attribution.models.encoder import load_tokenizer
+
+logger = logging.getLogger(__name__)
+
+REPORT_COLUMNS = ["task", "split", "role", "n_examples", "n_with_rationale", "rationale_density", "n_truncated",
+                  "n_skipped"]
+
+
+def read_hatexplain(dataset: RawText, divisions: RawText, params: dict[str, Any], strict: bool):
+    """HateXplain posts -> examples and skipped records."""
+    return load_hatexplain(dataset, divisions, classes=params["classes"],
+                           rationale_aggregation=params["rationale_aggregation"], strict=strict)
+
+
+def read_sst2(glue_train: RawText, glue_dev: RawText, glue_test: RawText, trees_train: RawText,
+              trees_dev: RawText, trees_test: RawText, params: dict[str, Any], strict: bool):
+    """SST-2 GLUE phrases and SST trees -> examples and skipped records."""
+    return load_sst2(glue_train, glue_dev, glue_test, trees_train, trees_dev, trees_test,
+                     max_span=params["max_span"], strict=strict)
+
+
+def read_cola(in_domain_train: RawText, in_domain_dev: RawText, out_of_domain_dev: RawText,
+              params: dict[str, Any], strict: bool):
+    """CoLA TSVs -> examples (with minimal-pair rationales and held-out groups) and skipped records."""
+    return load_cola(in_domain_train, in_domain_dev, out_of_domain_dev, strict=strict, **params)
+
+
+def cap_examples(examples: pd.DataFrame, max_per_role: int | None, seed: int) -> pd.DataFrame:
+    """Keep at most `max_per_role` seeded examples per role (the smoke environment's slices)."""
+    if not max_per_role:
+        return examples
+    return (examples.groupby("role", group_keys=False, sort=False)
+            .apply(lambda rows: rows.sample(n=min(len(rows), max_per_role), random_state=seed))
+            .reset_index(drop=True))
+
+
+def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_length: int,
+                      max_per_role: int | None, seed: int) -> pd.DataFrame:
+    """Project word rationales onto the configured encoder's subword tokens (SPEC §3)."""
+    tokenizer = load_tokenizer(encoder["name_or_path"])
+    return project_to_subwords(cap_examples(examples, max_per_role, seed), tokenizer, max_length)
+
+
+def build_data_report(hatexplain: pd.DataFrame, sst2: pd.DataFrame, cola: pd.DataFrame,
+                      skipped_hatexplain: pd.DataFrame, skipped_sst2: pd.DataFrame,
+                      skipped_cola: pd.DataFrame) -> pd.DataFrame:
+    """One row per task, split and role; `n_skipped` counts the split's malformed input records."""
+    skipped = pd.concat([skipped_hatexplain, skipped_sst2, skipped_cola], ignore_index=True)
+    skip_counts = skipped.groupby(["task", "split"]).size().to_dict() if len(skipped) else {}
+    rows = []
+    for frame in (hatexplain, sst2, cola):
+        for (task, split, role), group in frame.groupby(["task", "split", "role"], sort=False):
+            with_rationale = group["word_rationale"].dropna()
+            marked = sum(int(sum(r)) for r in with_rationale)
+            words = sum(len(r) for r in with_rationale)
+            rows.append({
+                "task": task, "split": split, "role": role, "n_examples": len(group),
+                "n_with_rationale": int(sum(sum(r) > 0 for r in with_rationale)),
+                "rationale_density": round(marked / words, 4) if words else None,
+                "n_truncated": int(group["truncated"].sum()),
+                "n_skipped": int(skip_counts.get((task, split), 0)),
+            })
+    report = pd.DataFrame(rows, columns=REPORT_COLUMNS)
+    logger.info("Data report:\n%s", report.to_string(index=False))
+    return report
