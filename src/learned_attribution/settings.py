@@ -1,5 +1,9 @@
 """Kedro project settings."""
 from kedro.config import OmegaConfigLoader
 
+from learned_attribution.hooks import MlflowFoldRunsHook
+
+HOOKS = (MlflowFoldRunsHook(),)
+
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {"base_env": "base", "default_run_env": "local"}

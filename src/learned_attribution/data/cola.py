@@ -5,6 +5,7 @@ import logging
 import random
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import pandas as pd
 
@@ -14,11 +15,19 @@ logger = logging.getLogger(__name__)
 
 TASK = "cola"
 _WORD = re.compile(r"\w+(?:['’-]\w+)*|[^\w\s]")
+# Control characters (three raw train lines hold a stray backspace) are not words: they would count as
+# an edit in pair mining, get rationale marks, and then vanish in the tokenizer.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def clean_text(sentence: str) -> str:
+    """The sentence without control characters, stripped."""
+    return _CONTROL.sub("", sentence).strip()
 
 
 def split_words(sentence: str) -> list[str]:
-    """Words with punctuation split off (apostrophes and hyphens inside a word stay)."""
-    return _WORD.findall(sentence)
+    """Words with punctuation split off (apostrophes and hyphens inside a word stay); control characters dropped."""
+    return _WORD.findall(clean_text(sentence))
 
 
 def _is_punct(word: str) -> bool:
@@ -35,9 +44,21 @@ class Sentence:
     text: str
     words: list[str]
 
-    @property
+    # Cached: pair mining compares every unacceptable sentence with every acceptable one of its source.
+    @cached_property
     def key(self) -> list[str]:
+        """Lower-cased words: what minimal pairs are compared on."""
         return [w.lower() for w in self.words]
+
+    @cached_property
+    def content(self) -> list[str]:
+        """The key without punctuation (equal contents = a punctuation/case-only pair)."""
+        return [w for w in self.key if not _is_punct(w)]
+
+    @cached_property
+    def vocabulary(self) -> frozenset[str]:
+        """Distinct words of the key (for the cheap edit-distance lower bound)."""
+        return frozenset(self.key)
 
 
 def read_cola_tsv(tsv: RawText, split: str, bad: BadRecords) -> list[Sentence]:
@@ -58,7 +79,7 @@ def read_cola_tsv(tsv: RawText, split: str, bad: BadRecords) -> list[Sentence]:
         if not words:
             bad.report(split, tsv.path, where, "empty text")
             continue
-        sentences.append(Sentence(f"{TASK}:{stem}:line{line_no}", tsv.path, line_no, source, int(label), text.strip(), words))
+        sentences.append(Sentence(f"{TASK}:{stem}:line{line_no}", tsv.path, line_no, source, int(label), clean_text(text), words))
     return sentences
 
 
@@ -106,40 +127,78 @@ def rationale_from_edits(n_words: int, edits: list[tuple[str, int]]) -> list[int
     return marks
 
 
+def edit_distance_lower_bound(source: Sentence, target: Sentence) -> int:
+    """A cheap lower bound on the word edit distance between two sentences' keys.
+
+    An alignment leaves at most as many words unedited as the two word multisets share, and
+    costs at least max(n, m) minus that. The shared count is bounded above by the shared distinct
+    words plus the smaller number of repeated words, which set intersection gives quickly.
+    """
+    n, m = len(source.key), len(target.key)
+    shared_distinct = len(source.vocabulary & target.vocabulary)
+    repeats = min(n - len(source.vocabulary), m - len(target.vocabulary))
+    return max(n, m) - (shared_distinct + repeats)
+
+
+def bounded_edit_distance(source: list[str], target: list[str], max_edits: int) -> int:
+    """Word-level Levenshtein distance if it is at most `max_edits`, else `max_edits + 1`.
+
+    Stops as soon as a whole DP row exceeds `max_edits` (row minima never decrease).
+    """
+    if abs(len(source) - len(target)) > max_edits:
+        return max_edits + 1
+    previous = list(range(len(target) + 1))
+    for i, word in enumerate(source, start=1):
+        current = [i]
+        for j, other in enumerate(target, start=1):
+            current.append(min(previous[j - 1] + (word != other), previous[j] + 1, current[j - 1] + 1))
+        if min(current) > max_edits:
+            return max_edits + 1
+        previous = current
+    return min(previous[-1], max_edits + 1)
+
+
 def find_partner(sentence: Sentence, candidates: list[Sentence], max_edits: int) -> tuple[Sentence, list[int]] | None:
     """Closest acceptable sentence within `max_edits` word edits (ties: nearest line), and the rationale.
     Pairs that differ only in punctuation or case are not pairs."""
     key = sentence.key
-    content = [w for w in key if not _is_punct(w)]
     best = None
     for candidate in candidates:
-        other = candidate.key
-        if abs(len(other) - len(key)) > max_edits:
+        # Cheap filters first: over 99% of same-source candidates fail the lower bound.
+        if abs(len(candidate.key) - len(key)) > max_edits:
             continue
-        if [w for w in other if not _is_punct(w)] == content:
+        if edit_distance_lower_bound(sentence, candidate) > max_edits:
             continue
-        distance, edits = edit_alignment(key, other)
+        if candidate.content == sentence.content:
+            continue
+        distance = bounded_edit_distance(key, candidate.key, max_edits)
         if distance > max_edits:
             continue
         rank = (distance, abs(candidate.line - sentence.line), candidate.line)
         if best is None or rank < best[0]:
-            best = (rank, candidate, edits)
+            best = (rank, candidate)
     if best is None:
         return None
-    return best[1], rationale_from_edits(len(key), best[2])
+    partner = best[1]
+    _, edits = edit_alignment(key, partner.key)
+    return partner, rationale_from_edits(len(key), edits)
 
 
 def mine_minimal_pairs(sentences: list[Sentence], max_edits: int) -> list[tuple[Sentence, Sentence, list[int]]]:
     """(unacceptable, acceptable partner, rationale) for every unacceptable sentence that has a partner
     of the same source in the same file."""
-    by_source: dict[tuple[str, str], list[Sentence]] = {}
+    # Acceptable sentences by file, source and length: only lengths within max_edits can pair.
+    by_source: dict[tuple[str, str], dict[int, list[Sentence]]] = {}
     for s in sentences:
         if s.label == 1:
-            by_source.setdefault((s.file, s.source), []).append(s)
+            by_source.setdefault((s.file, s.source), {}).setdefault(len(s.key), []).append(s)
     pairs = []
     for s in sentences:
         if s.label == 0:
-            found = find_partner(s, by_source.get((s.file, s.source), []), max_edits)
+            by_length = by_source.get((s.file, s.source), {})
+            n = len(s.key)
+            candidates = [c for length in range(n - max_edits, n + max_edits + 1) for c in by_length.get(length, ())]
+            found = find_partner(s, candidates, max_edits)
             if found:
                 pairs.append((s, found[0], found[1]))
     return pairs

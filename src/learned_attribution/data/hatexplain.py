@@ -7,7 +7,7 @@ from collections import Counter
 
 import pandas as pd
 
-from .schema import BadRecords, RawText, check_rationale_length, make_examples_frame
+from .schema import BadRecords, DataFormatError, RawText, check_rationale_length, make_examples_frame
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,17 @@ def aggregate_rationale(rationales: list[list[int]], how: str) -> list[int] | No
     raise ValueError(f"parameter rationale_aggregation must be 'union' or 'majority', got {how!r}")
 
 
+def _read_json(raw: RawText, expected: type):
+    """Parse a JSON file; a file that does not parse is an error naming the file and line."""
+    try:
+        value = json.loads(raw.text)
+    except json.JSONDecodeError as error:
+        raise DataFormatError(f"{raw.path}, line {error.lineno} column {error.colno}: not valid JSON ({error.msg})") from error
+    if not isinstance(value, expected):
+        raise DataFormatError(f"{raw.path}: expected a JSON {expected.__name__} at the top level, got {type(value).__name__}")
+    return value
+
+
 def load_hatexplain(
     dataset: RawText,
     divisions: RawText,
@@ -61,15 +72,18 @@ def load_hatexplain(
     """
     if classes not in CLASS_SETS:
         raise ValueError(f"parameter hatexplain.classes must be one of {sorted(CLASS_SETS)}, got {classes!r}")
+    if rationale_aggregation not in ("union", "majority"):
+        raise ValueError("parameter hatexplain.rationale_aggregation must be 'union' or 'majority', "
+                         f"got {rationale_aggregation!r}")
     class_ids = CLASS_SETS[classes]
-    records = json.loads(dataset.text)
-    split_ids = json.loads(divisions.text)
+    records = _read_json(dataset, dict)
+    split_ids = _read_json(divisions, dict)
     bad = BadRecords(TASK, strict)
     rows: list[dict] = []
     for split, (classifier_role, rationale_role) in _SPLIT_ROLES.items():
         ids = split_ids.get(split)
         if ids is None:
-            raise ValueError(f"{divisions.path}: no '{split}' list of post ids")
+            raise DataFormatError(f"{divisions.path}: no {split!r} list of post ids")
         missing = 0
         for post_id in ids:
             record = records.get(post_id)
@@ -78,17 +92,21 @@ def load_hatexplain(
                 continue
             where = f"post {post_id}"
             words = record.get("post_tokens") or []
-            if not words:
+            if not any(str(word).strip() for word in words):
                 bad.report(split, dataset.path, where, "empty text (no post_tokens)")
                 continue
             fine = [_annotator_class(a.get("label"), classes) for a in record.get("annotators", [])]
             if not fine or None in fine:
                 labels = [a.get("label") for a in record.get("annotators", [])]
-                bad.report(split, dataset.path, where, f"annotator labels {labels} are not all in the {classes} classes {sorted(class_ids)}")
+                hint = (" ('toxic' marks the rebuilt train posts, whose fine class is unknown: use classes: binary)"
+                        if "toxic" in labels else "")
+                bad.report(split, dataset.path, where,
+                           f"annotator labels {labels} are not all in the {classes} classes {sorted(class_ids)}{hint}")
                 continue
             label_name, votes = Counter(fine).most_common(1)[0]
             if votes * 2 <= len(fine):
-                bad.report(split, dataset.path, where, f"no majority label among annotators {fine}")
+                # HateXplain's own "undecided" posts: well-formed, but without a class; left out and counted.
+                bad.leave_out(split, dataset.path, where, f"no majority label among annotators {fine} (undecided)")
                 continue
             reasons = [check_rationale_length(words, r) for r in record.get("rationales", [])]
             reason = next((r for r in reasons if r), None)

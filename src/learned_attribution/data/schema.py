@@ -54,6 +54,11 @@ class BadRecords:
         logger.warning("Skipping malformed record: %s", message)
         self.rows.append({"task": self.task, "split": split, "file": file, "location": location, "reason": reason})
 
+    def leave_out(self, split: str, file: str, location: str, reason: str) -> None:
+        """Record a well-formed record that the task's rules exclude (never raises): logged and counted."""
+        logger.info("Leaving out record: %s, %s: %s", file, location, reason)
+        self.rows.append({"task": self.task, "split": split, "file": file, "location": location, "reason": reason})
+
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=SKIP_COLUMNS)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .schema import BadRecords, RawText, make_examples_frame
+from .schema import BadRecords, DataFormatError, RawText, make_examples_frame
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def load_glue_tsv(tsv: RawText, split: str, role: str, bad: BadRecords) -> list[
     """Classifier rows from a GLUE SST-2 TSV (`sentence<TAB>label`, header line, 1 = positive)."""
     lines = tsv.lines()
     if not lines or lines[0].split("\t") != ["sentence", "label"]:
-        raise ValueError(f"{tsv.path}, line 1: expected the header 'sentence<TAB>label'")
+        raise DataFormatError(f"{tsv.path}, line 1: expected the header 'sentence<TAB>label'")
     rows = []
     for line_no, line in enumerate(lines[1:], start=2):
         columns = line.split("\t")

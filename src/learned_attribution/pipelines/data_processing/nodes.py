@@ -42,9 +42,12 @@ def cap_examples(examples: pd.DataFrame, max_per_role: int | None, seed: int) ->
     """Keep at most `max_per_role` seeded examples per role (the smoke environment's slices)."""
     if not max_per_role:
         return examples
-    return (examples.groupby("role", group_keys=False, sort=False)
-            .apply(lambda rows: rows.sample(n=min(len(rows), max_per_role), random_state=seed))
-            .reset_index(drop=True))
+    # Not groupby.apply: pandas 3 drops the grouping column ("role") from apply's result.
+    parts = [rows.sample(n=min(len(rows), max_per_role), random_state=seed)
+             for _, rows in examples.groupby("role", sort=False)]
+    if not parts:
+        return examples.iloc[:0]
+    return pd.concat(parts).reset_index(drop=True)
 
 
 def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_length: int,
@@ -57,7 +60,11 @@ def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_lengt
 def build_data_report(hatexplain: pd.DataFrame, sst2: pd.DataFrame, cola: pd.DataFrame,
                       skipped_hatexplain: pd.DataFrame, skipped_sst2: pd.DataFrame,
                       skipped_cola: pd.DataFrame) -> pd.DataFrame:
-    """One row per task, split and role; `n_skipped` counts the split's malformed input records."""
+    """One row per task, split and role; `n_skipped` counts the split's skipped input records.
+
+    A skipped record cannot be given a role (it never became a row), so `n_skipped` is per split and
+    repeated on each of the split's roles; a split with skips but no rows gets a row of its own (role null).
+    """
     skipped = pd.concat([skipped_hatexplain, skipped_sst2, skipped_cola], ignore_index=True)
     skip_counts = skipped.groupby(["task", "split"]).size().to_dict() if len(skipped) else {}
     rows = []
@@ -73,6 +80,12 @@ def build_data_report(hatexplain: pd.DataFrame, sst2: pd.DataFrame, cola: pd.Dat
                 "n_truncated": int(group["truncated"].sum()),
                 "n_skipped": int(skip_counts.get((task, split), 0)),
             })
+    # A split whose every record was skipped has no example rows; keep its skips visible.
+    seen = {(row["task"], row["split"]) for row in rows}
+    for (task, split), count in skip_counts.items():
+        if (task, split) not in seen:
+            rows.append({"task": task, "split": split, "role": None, "n_examples": 0, "n_with_rationale": 0,
+                         "rationale_density": None, "n_truncated": 0, "n_skipped": int(count)})
     report = pd.DataFrame(rows, columns=REPORT_COLUMNS)
     logger.info("Data report:\n%s", report.to_string(index=False))
     return report

@@ -1,0 +1,173 @@
+"""Running explainers over a rationale set and scoring them (SPEC §8-9), independent of Kedro."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from learned_attribution.explainers import Batch, Explainer
+from learned_attribution.metrics.plausibility import (MethodScores, all_tokens_masks, bootstrap_ci, budget_k, evaluate,
+                                                      finite_scores, random_scores, threshold_mask, top_k_mask)
+from learned_attribution.models.classifier import pad_batch
+from learned_attribution.models.features import frame_token_ids, special_token_mask
+
+logger = logging.getLogger(__name__)
+
+METRIC_COLUMNS = ["fold", "held_out_task", "method", "family", "rule", "subset", "n_examples", "f1", "precision",
+                  "recall", "f1_micro", "auroc", "auroc_pooled", "auprc", "f1_low", "f1_high", "auroc_low",
+                  "auroc_high", "auprc_low", "auprc_high", "classifier_accuracy", "n_auroc_undefined",
+                  "n_constant_scores", "n_nonfinite_scores"]
+
+
+def rationale_test_examples(predictions: pd.DataFrame, role: str = "rationale_test", max_examples: int | None = None,
+                            seed: int = 0) -> pd.DataFrame:
+    """Rationale examples with at least one positive token (SPEC §1); a seeded sample if capped."""
+    rows = predictions[predictions["role"] == role]
+    has_rationale = rows["token_labels"].map(lambda labels: labels is not None and int((np.asarray(labels) == 1).sum()) > 0)
+    rows = rows[has_rationale]
+    if max_examples and len(rows) > max_examples:
+        rows = rows.sample(n=max_examples, random_state=seed).sort_index()
+    return rows.reset_index(drop=True)
+
+
+def make_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int], tokenizer) -> Batch:
+    ids, mask = pad_batch(input_ids, tokenizer.pad_token_id)
+    return Batch(input_ids=ids, attention_mask=mask, target=torch.as_tensor(list(target), dtype=torch.long),
+                 special_mask=special_token_mask(ids, mask, frame_token_ids(tokenizer)),
+                 mask_token_id=tokenizer.mask_token_id if tokenizer.mask_token_id is not None else tokenizer.pad_token_id,
+                 pad_token_id=tokenizer.pad_token_id)
+
+
+@dataclass
+class ExplainRun:
+    scores: pd.DataFrame  # example_id, method, family, scores (list over non-special tokens), model_calls
+    failures: pd.DataFrame  # method, example_id, error
+    seconds: dict[str, float]
+
+
+def explain_examples(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, explainers: dict[str, Explainer],
+                     batch_size: int) -> ExplainRun:
+    """Every explainer on every example (scores for the predicted class). A batch that fails is
+    retried one example at a time; an example that still fails is recorded with its id and error,
+    and the rest continue."""
+    model.eval()
+    rows, failures, seconds = [], [], {}
+    order = np.argsort(examples["input_ids"].map(len).to_numpy(), kind="stable")
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    for name, explainer in explainers.items():
+        started = time.perf_counter()
+        for batch_index in tqdm(batches, desc=f"explain {name}", leave=False):
+            for chunk in _explain_with_retry(model, tokenizer, examples, batch_index, explainer, failures, name):
+                rows.extend(chunk)
+        seconds[name] = time.perf_counter() - started
+        logger.info("%s: %d examples in %.1f s", name, len(examples), seconds[name])
+    failure_frame = pd.DataFrame(failures, columns=["method", "example_id", "error"])
+    if len(failure_frame):
+        logger.warning("%d explanations failed:\n%s", len(failure_frame), failure_frame.to_string(index=False))
+    return ExplainRun(pd.DataFrame(rows), failure_frame, seconds)
+
+
+def _explain_with_retry(model, tokenizer, examples, batch_index, explainer, failures, name):
+    try:
+        yield _explain_rows(model, tokenizer, examples.iloc[batch_index], explainer, name)
+        return
+    except Exception:  # noqa: BLE001 - any library error on one example must not stop the others
+        if len(batch_index) == 1:
+            failures.append({"method": name, "example_id": examples.iloc[batch_index[0]]["example_id"],
+                             "error": _last_error()})
+            return
+    for index in batch_index:
+        try:
+            yield _explain_rows(model, tokenizer, examples.iloc[[index]], explainer, name)
+        except Exception:  # noqa: BLE001
+            failures.append({"method": name, "example_id": examples.iloc[index]["example_id"], "error": _last_error()})
+
+
+def _last_error() -> str:
+    import sys
+
+    error = sys.exc_info()[1]
+    return f"{type(error).__name__}: {error}"
+
+
+def _explain_rows(model, tokenizer, rows: pd.DataFrame, explainer: Explainer, name: str) -> list[dict]:
+    batch = make_batch(list(rows["input_ids"]), rows["predicted"].tolist(), tokenizer)
+    attribution = explainer.explain(model, batch)
+    scores = attribution.scores.detach().float().cpu().numpy()
+    keep = ~batch.special_mask.cpu().numpy()
+    out = []
+    for row, (_, record) in enumerate(rows.iterrows()):
+        out.append({"example_id": record["example_id"], "method": name, "family": explainer.family,
+                    "scores": scores[row][keep[row]].tolist(), "model_calls": attribution.model_calls})
+    return out
+
+
+def gold_labels(token_labels: Sequence[int]) -> np.ndarray:
+    """0/1 labels over non-special tokens (special tokens carry -100 and are dropped)."""
+    labels = np.asarray(token_labels)
+    return labels[labels != -100].astype(int)
+
+
+def score_method(scores: list[np.ndarray], gold: list[np.ndarray], masks: list[np.ndarray], n_boot: int,
+                 seed: int) -> dict[str, Any]:
+    """Summary numbers of one method with bootstrap 95% intervals over examples."""
+    result: MethodScores = evaluate(scores, gold, masks)
+    row = result.summary()
+    for metric in ("f1", "auroc", "auprc"):
+        row[f"{metric}_low"], row[f"{metric}_high"] = bootstrap_ci(result.per_example[metric].to_numpy(), n_boot, seed)
+    return row
+
+
+def method_masks(scores: list[np.ndarray], rho: float, threshold: float | None = None) -> list[np.ndarray]:
+    """Masks under a rule: with a `threshold`, a learned explainer's own rule (with the one-token
+    fallback); without, top-k with k = round(rho * n) (the matched budget, and score methods' own rule)."""
+    if threshold is not None:
+        return [threshold_mask(s, threshold) for s in scores]
+    return [top_k_mask(finite_scores(s), budget_k(len(s), rho)) for s in scores]
+
+
+def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, thresholds: dict[str, float],
+              learned_methods: Sequence[str], fold: str, held_out_task: str, n_boot: int, seed: int) -> pd.DataFrame:
+    """The metrics table of one fold: every method x rule x subset (all / correct), plus the floors.
+
+    `thresholds` maps an own-rule name of the learned explainers (e.g. "own" -> 0.5,
+    "own_calibrated" -> the validation-calibrated threshold) to its threshold.
+    """
+    examples = examples.set_index("example_id")
+    rows = []
+    subsets = {"all": examples.index, "correct": examples.index[examples["correct"].to_numpy(bool)]}
+    for subset, ids in subsets.items():
+        if len(ids) == 0:
+            continue
+        gold = [gold_labels(examples.at[i, "token_labels"]) for i in ids]
+        accuracy = float(examples.loc[ids, "correct"].mean())
+        base = {"fold": fold, "held_out_task": held_out_task, "subset": subset, "classifier_accuracy": accuracy}
+        lengths = [len(g) for g in gold]
+        floors = {
+            ("all_tokens", "own"): ([np.ones(n) for n in lengths], all_tokens_masks(gold)),
+            ("random", "own"): None,
+        }
+        randoms = random_scores(lengths, seed)
+        floors[("random", "own")] = (randoms, [top_k_mask(s, budget_k(len(s), rho)) for s in randoms])
+        for (method, rule), (scores, masks) in floors.items():
+            rows.append({**base, "method": method, "family": "floor", "rule": rule,
+                         **score_method(scores, gold, masks, n_boot, seed)})
+        for method, group in token_scores.groupby("method", sort=False):
+            by_id = group.set_index("example_id")
+            present = [i for i in ids if i in by_id.index]
+            if not present:
+                continue
+            scores = [np.asarray(by_id.at[i, "scores"], dtype=float) for i in present]
+            method_gold = [gold_labels(examples.at[i, "token_labels"]) for i in present]
+            own_rules = thresholds if method in learned_methods else {"own": None}
+            for rule, threshold in {"matched": None, **own_rules}.items():
+                rows.append({**base, "method": method, "family": group["family"].iloc[0], "rule": rule,
+                             "classifier_accuracy": float(examples.loc[present, "correct"].mean()),
+                             **score_method(scores, method_gold, method_masks(scores, rho, threshold), n_boot, seed)})
+    return pd.DataFrame(rows).reindex(columns=METRIC_COLUMNS)

@@ -1,0 +1,71 @@
+"""One interface for every token attribution method, and the registry that picks them by name.
+
+An explainer takes a sequence classifier (a Hugging Face BERT-family model loaded with eager
+attention) and a padded batch, and returns one score per subword token for the class given in
+`batch.target` (the classifier's predicted class). Higher means more important. Scores at special
+and padding positions are returned but never used: callers mask them with `batch.special_mask`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+import torch
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, T] long
+    attention_mask: torch.Tensor  # [B, T] long, 1 = real token
+    target: torch.Tensor  # [B] long, the class to explain (the predicted class)
+    special_mask: torch.Tensor  # [B, T] bool, True at [CLS], [SEP] and padding
+    mask_token_id: int  # token that replaces a "removed" token in perturbation methods
+    pad_token_id: int
+
+
+@dataclass
+class Attribution:
+    scores: torch.Tensor  # [B, T] float, one score per token for batch.target
+    # Classifier forward passes per example (a gradient method's backward pass rides on its forward
+    # pass and is not counted separately); the cost benchmark measures wall time beside it.
+    model_calls: int
+
+
+class Explainer:
+    """Base class: subclasses set `family` and implement `explain`."""
+
+    name: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+
+    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        raise NotImplementedError
+
+
+EXPLAINERS: dict[str, type[Explainer]] = {}
+
+
+def register(name: str) -> Callable[[type[Explainer]], type[Explainer]]:
+    """Class decorator: make an explainer available to `build_explainer(name, ...)`."""
+
+    def add(cls: type[Explainer]) -> type[Explainer]:
+        if name in EXPLAINERS:
+            raise ValueError(f"explainer {name!r} registered twice")
+        cls.name = name
+        EXPLAINERS[name] = cls
+        return cls
+
+    return add
+
+
+def build_explainer(name: str, **settings) -> Explainer:
+    """The explainer registered as `name`, constructed with its settings from parameters."""
+    if name not in EXPLAINERS:
+        raise KeyError(f"unknown explainer {name!r}; registered: {sorted(EXPLAINERS)}")
+    return EXPLAINERS[name](**settings)
+
+
+def predicted_class_probability(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                target: torch.Tensor) -> torch.Tensor:
+    """Softmax probability of `target` per row: the quantity every perturbation method watches."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    return torch.softmax(logits.float(), dim=-1).gather(1, target[:, None]).squeeze(1)

@@ -1,0 +1,160 @@
+"""MLflow tracking: one parent run per `kedro run` and one child run per held-out fold.
+
+Folds of the namespaced pipelines run interleaved, so nothing here uses MLflow's fluent "active
+run": every call names its run id explicitly through `MlflowClient`.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from kedro.framework.hooks import hook_impl
+from mlflow.entities import Metric, Param
+from mlflow.tracking import MlflowClient
+
+logger = logging.getLogger(__name__)
+
+FOLD_PREFIX = "heldout_"
+_MAX_BATCH = 1000  # MLflow's limit on metrics per log_batch call
+_METRIC_FIELDS = ("n_examples", "f1", "precision", "recall", "f1_micro", "auroc", "auroc_pooled", "auprc",
+                  "f1_low", "f1_high", "auroc_low", "auroc_high", "comprehensiveness", "sufficiency")
+
+
+def _flatten(prefix: str, value: Any) -> dict[str, str]:
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for key, inner in value.items():
+            out.update(_flatten(f"{prefix}.{key}" if prefix else str(key), inner))
+        return out
+    return {prefix: str(value)[:500]}
+
+
+def fold_metric_entries(metrics: pd.DataFrame) -> dict[str, float]:
+    """`method/rule/subset/metric` -> value for every finite number of a fold's metrics table."""
+    entries = {}
+    for row in metrics.to_dict("records"):
+        for field in _METRIC_FIELDS:
+            value = row.get(field)
+            if value is not None and pd.notna(value):
+                entries[f"{row['method']}/{row['rule']}/{row['subset']}/{field}"] = float(value)
+    return entries
+
+
+class MlflowFoldRunsHook:
+    """Opens the runs before the pipeline, logs each fold's outputs as they are saved, closes the runs
+    FINISHED after the pipeline or FAILED when it raises."""
+
+    def __init__(self) -> None:
+        self._client: MlflowClient | None = None
+        self._params: dict[str, Any] = {}
+        self._parent: str | None = None
+        self._folds: dict[str, str] = {}  # namespace -> run id
+
+    @hook_impl
+    def after_context_created(self, context) -> None:
+        self._params = context.params
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
+        folds = sorted({node.namespace.split(".")[0] for node in pipeline.nodes
+                        if node.namespace and node.namespace.startswith(FOLD_PREFIX)})
+        if not folds:
+            return
+        settings = self._params.get("mlflow", {})
+        self._client = MlflowClient(tracking_uri=settings.get("tracking_uri", "sqlite:///mlflow.db"))
+        experiment = settings.get("experiment", "crosstask")
+        found = self._client.get_experiment_by_name(experiment)
+        experiment_id = found.experiment_id if found else self._client.create_experiment(experiment)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        env = run_params.get("env") or "local"
+        parent = self._client.create_run(experiment_id, run_name=f"crosstask {stamp}",
+                                         tags={"kedro.env": env, "kedro.pipeline": str(run_params.get("pipeline_name"))})
+        self._parent = parent.info.run_id
+        shared = {**_flatten("encoder", self._params.get("encoder", {})),
+                  **_flatten("features", self._params.get("features", {})),
+                  **_flatten("crosstask", self._params.get("crosstask", {})),
+                  "max_length": str(self._params.get("max_length")), "seed": str(self._params.get("seed")),
+                  "kedro.env": env}
+        self._log_params(self._parent, {**shared, "folds": ",".join(folds)})
+        for fold in folds:
+            task = fold[len(FOLD_PREFIX):]
+            run = self._client.create_run(experiment_id, run_name=fold, tags={
+                "mlflow.parentRunId": self._parent, "fold": fold, "held_out_task": task, "kedro.env": env})
+            self._folds[fold] = run.info.run_id
+            training = [t for t in ("hatexplain", "sst2", "cola") if t != task]
+            self._log_params(run.info.run_id, {**shared, "fold": fold, "held_out_task": task,
+                                               "training_tasks": ",".join(training)})
+        logger.info("MLflow: parent run %s with fold runs %s at %s", self._parent, self._folds,
+                    self._client.tracking_uri)
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:
+        if self._client is None:
+            return
+        namespace, _, name = dataset_name.partition(".")
+        run_id = self._folds.get(namespace)
+        if run_id is not None:
+            self._log_fold_output(run_id, name, data)
+        elif dataset_name == "classifier_metrics":
+            for fold, fold_run in self._folds.items():
+                rows = data[data["task"] == fold[len(FOLD_PREFIX):]]
+                self._log_metrics(fold_run, {f"classifier/{r['eval_set']}/{k}": float(r[k]) for r in rows.to_dict("records")
+                                             for k in ("accuracy", "macro_f1", "mcc", "n") if pd.notna(r[k])})
+            self._client.log_text(self._parent, data.to_csv(index=False), "classifier_metrics.csv")
+        elif dataset_name == "crosstask_metrics":
+            self._client.log_text(self._parent, data.to_csv(index=False), "crosstask_metrics.csv")
+        elif dataset_name == "crosstask_summary":
+            self._client.log_text(self._parent, data, "crosstask_summary.md")
+
+    def _log_fold_output(self, run_id: str, name: str, data: Any) -> None:
+        client = self._client
+        if name == "fold_metrics":
+            self._log_metrics(run_id, fold_metric_entries(data))
+            client.log_text(run_id, data.to_csv(index=False), "fold_metrics.csv")
+        elif name == "budget":
+            self._log_metrics(run_id, {f"budget/{k}": float(v) for k, v in data.items()})
+        elif name == "metrics_plot":
+            client.log_figure(run_id, data, "metrics.png")
+        elif name == "heatmaps":
+            client.log_text(run_id, data, "heatmaps.html")
+        elif name in ("expnet_history", "explain_cost", "explain_failures"):
+            client.log_text(run_id, data.to_csv(index=False), f"{name}.csv")
+        elif name == "expnet":
+            import torch
+
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "expnet_weights.pt"
+                torch.save({"state_dict": data.model.state_dict(), "feature_mean": data.feature_mean,
+                            "feature_std": data.feature_std, "calibrated_threshold": data.calibrated_threshold}, path)
+                client.log_artifact(run_id, str(path))
+
+    def _log_params(self, run_id: str, params: dict[str, str]) -> None:
+        items = [Param(k, v) for k, v in params.items()]
+        for start in range(0, len(items), 100):
+            self._client.log_batch(run_id, params=items[start:start + 100])
+
+    def _log_metrics(self, run_id: str, values: dict[str, float]) -> None:
+        stamp = int(time.time() * 1000)
+        metrics = [Metric(k, v, stamp, 0) for k, v in values.items()]
+        for start in range(0, len(metrics), _MAX_BATCH):
+            self._client.log_batch(run_id, metrics=metrics[start:start + _MAX_BATCH])
+
+    def _close(self, status: str) -> None:
+        if self._client is None:
+            return
+        for run_id in [*self._folds.values(), self._parent]:
+            self._client.set_terminated(run_id, status=status)
+        logger.info("MLflow runs closed as %s", status)
+        self._client, self._parent, self._folds = None, None, {}
+
+    @hook_impl
+    def after_pipeline_run(self, run_params, run_result, pipeline, catalog) -> None:
+        self._close("FINISHED")
+
+    @hook_impl
+    def on_pipeline_error(self, error, run_params, pipeline, catalog) -> None:
+        self._close("FAILED")

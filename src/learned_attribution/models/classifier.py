@@ -1,0 +1,166 @@
+"""Fine-tuning and running the sequence classifiers that the explainers explain (SPEC §2, §4)."""
+from __future__ import annotations
+
+import copy
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+from tqdm.auto import tqdm
+
+logger = logging.getLogger(__name__)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def bf16_supported() -> bool:
+    """bf16 autocast is only worth it where the CPU has native bf16 (AVX512-BF16 / AMX)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = cpuinfo.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_bf16(setting: bool | str) -> bool:
+    """`bf16: auto` turns autocast on where the CPU supports it."""
+    if setting == "auto":
+        return bf16_supported()
+    return bool(setting)
+
+
+def length_grouped_batches(lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0) -> list[list[int]]:
+    """Batches of similar length (little padding). With `shuffle`, the pool order and batch order
+    are seeded random; without, batches follow length order."""
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    if shuffle:
+        rng = np.random.default_rng(seed)
+        # Shuffle, then sort within large pools so batches stay length-homogeneous but vary per epoch.
+        order = rng.permutation(len(lengths))
+        pool = batch_size * 50
+        order = np.concatenate([chunk[np.argsort(np.asarray(lengths)[chunk], kind="stable")]
+                                for chunk in np.array_split(order, max(1, int(np.ceil(len(order) / pool))))])
+    batches = [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token id lists into (input_ids, attention_mask)."""
+    width = max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        input_ids[row, :len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
+        attention_mask[row, :len(sequence)] = 1
+    return input_ids, attention_mask
+
+
+@dataclass
+class TrainingConfig:
+    epochs: int = 3
+    learning_rate: float = 5e-5
+    batch_size: int = 32
+    weight_decay: float = 0.01
+    warmup_fraction: float = 0.06
+    class_weighting: bool = False  # inverse-frequency class weights in the loss
+    selection_metric: str = "accuracy"  # chooses the epoch on the validation slice: accuracy, macro_f1 or mcc
+    bf16: bool | str = "auto"
+    seed: int = 13
+
+
+@dataclass
+class TrainingResult:
+    history: list[dict] = field(default_factory=list)  # one row per epoch: loss, validation metrics
+    best_epoch: int = 0
+
+
+def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) -> dict[str, float]:
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    return {
+        "accuracy": float(accuracy_score(labels, predictions)),
+        "macro_f1": float(f1_score(labels, predictions, average="macro", zero_division=0)),
+        "mcc": float(matthews_corrcoef(labels, predictions)) if len(labels) else float("nan"),
+    }
+
+
+def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_labels: Sequence[int],
+              val_ids: Sequence[Sequence[int]], val_labels: Sequence[int], config: TrainingConfig,
+              pad_token_id: int) -> TrainingResult:
+    """Fine-tune `model` in place with AdamW and linear warm-up/decay; keep the epoch that scores
+    best on the validation slice (`selection_metric`)."""
+    seed_everything(config.seed)
+    use_bf16 = resolve_bf16(config.bf16)
+    labels = torch.as_tensor(np.asarray(train_labels), dtype=torch.long)
+    n_classes = model.config.num_labels
+    weights = None
+    if config.class_weighting:
+        counts = torch.bincount(labels, minlength=n_classes).float().clamp(min=1)
+        weights = counts.sum() / (n_classes * counts)
+        logger.info("Class weights %s", weights.tolist())
+    loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    lengths = [len(s) for s in train_ids]
+    steps_per_epoch = int(np.ceil(len(train_ids) / config.batch_size))
+    total = steps_per_epoch * config.epochs
+    warmup = int(total * config.warmup_fraction)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: (step + 1) / warmup if step < warmup else max(0.0, (total - step) / max(1, total - warmup)))
+    result, best_score, best_state = TrainingResult(), -np.inf, None
+    for epoch in range(1, config.epochs + 1):
+        model.train()
+        running, seen = 0.0, 0
+        batches = length_grouped_batches(lengths, config.batch_size, shuffle=True, seed=config.seed + epoch)
+        for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", leave=False):
+            input_ids, attention_mask = pad_batch([train_ids[i] for i in batch], pad_token_id)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
+                logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+            loss = loss_fn(logits.float(), labels[batch])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            running += loss.item() * len(batch)
+            seen += len(batch)
+        probabilities = predict_proba(model, val_ids, config.batch_size * 2, pad_token_id, use_bf16)
+        metrics = classification_metrics(val_labels, probabilities.argmax(1))
+        row = {"epoch": epoch, "train_loss": running / max(1, seen), **{f"val_{k}": v for k, v in metrics.items()}}
+        result.history.append(row)
+        logger.info("epoch %d: %s", epoch, {k: round(v, 4) for k, v in row.items()})
+        if metrics[config.selection_metric] > best_score:
+            best_score, result.best_epoch = metrics[config.selection_metric], epoch
+            best_state = copy.deepcopy(model.state_dict())
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return result
+
+
+@torch.inference_mode()
+def predict_proba(model: torch.nn.Module, ids: Sequence[Sequence[int]], batch_size: int, pad_token_id: int,
+                  bf16: bool = False) -> np.ndarray:
+    """Class probabilities [N, C] in the input order (batches grouped by length)."""
+    model.eval()
+    out = np.zeros((len(ids), model.config.num_labels), dtype=np.float32)
+    for batch in iter_batches(ids, batch_size):
+        input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        out[batch] = torch.softmax(logits.float(), dim=-1).numpy()
+    return out
+
+
+def iter_batches(ids: Sequence[Sequence[int]], batch_size: int) -> Iterator[list[int]]:
+    """Length-sorted, deterministic batches of example indices."""
+    yield from length_grouped_batches([len(s) for s in ids], batch_size, shuffle=False)

@@ -1,0 +1,29 @@
+"""classifiers: one fine-tuned classifier per task (one template, one namespace per task)."""
+from kedro.pipeline import Pipeline, node, pipeline
+
+from .nodes import attention_features, combine_classifier_metrics, predict_examples, train_classifier
+
+TASKS = ("hatexplain", "sst2", "cola")
+
+
+def task_template() -> Pipeline:
+    return pipeline([
+        node(train_classifier, ["tokenized", "params:encoder", "params:classifier", "params:seed"],
+             ["classifier", "training_history"], name="train_classifier"),
+        node(predict_examples, ["classifier", "tokenized", "params:classifier"],
+             ["rationale_predictions", "classifier_metrics"], name="predict_examples"),
+        node(attention_features, ["classifier", "rationale_predictions", "params:encoder", "params:features"],
+             "attention_features", name="extract_attention_features"),
+    ])
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    per_task = [
+        pipeline(task_template(), namespace=task, inputs={"tokenized": f"tokenized_{task}"},
+                 parameters={"classifier": f"classifiers.{task}", "encoder": "encoder", "features": "features",
+                             "seed": "seed"})
+        for task in TASKS
+    ]
+    combine = node(combine_classifier_metrics, [f"{task}.classifier_metrics" for task in TASKS],
+                   "classifier_metrics", name="combine_classifier_metrics")
+    return pipeline([*per_task, combine])

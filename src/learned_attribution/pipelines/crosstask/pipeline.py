@@ -1,0 +1,58 @@
+"""crosstask: one fold per held-out task (train ExpNet on the other two), plus the cross-fold report."""
+from functools import partial, update_wrapper
+
+from kedro.pipeline import Pipeline, node, pipeline
+
+from learned_attribution.pipelines import classifiers, data_processing
+
+from .nodes import combine_folds, crosstask_summary, explain_heldout, heatmaps, plot_fold, score_fold, train_fold_expnet
+
+TASKS = ("hatexplain", "sst2", "cola")
+
+
+def _bind(function, **fixed):
+    bound = partial(function, **fixed)
+    update_wrapper(bound, function)
+    return bound
+
+
+def fold_template(held_out_task: str) -> Pipeline:
+    """The fold pipeline; its free inputs are the two training tasks' features and the held-out task's
+    classifier and predictions, mapped onto the shared datasets when instantiated."""
+    fold = f"heldout_{held_out_task}"
+    return pipeline([
+        node(train_fold_expnet, ["train_features_a", "train_features_b", "params:crosstask", "params:seed"],
+             ["expnet", "expnet_history", "budget"], name="train_expnet"),
+        node(explain_heldout, ["classifier", "predictions", "expnet", "params:crosstask", "params:seed"],
+             ["token_scores", "explain_failures", "explain_cost"], name="explain_heldout"),
+        node(_bind(score_fold, fold=fold, held_out_task=held_out_task),
+             ["token_scores", "predictions", "budget", "params:crosstask", "params:seed"], "fold_metrics",
+             name="score_fold"),
+        node(_bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
+        node(_bind(heatmaps, fold=fold),
+             ["token_scores", "predictions", "fold_metrics", "classifier", "params:crosstask.n_heatmaps",
+              "params:seed"], "heatmaps", name="heatmaps"),
+    ])
+
+
+def create_folds() -> Pipeline:
+    folds = []
+    for task in TASKS:
+        train_a, train_b = (t for t in TASKS if t != task)
+        folds.append(pipeline(
+            fold_template(task), namespace=f"heldout_{task}",
+            inputs={"train_features_a": f"{train_a}.attention_features",
+                    "train_features_b": f"{train_b}.attention_features",
+                    "classifier": f"{task}.classifier", "predictions": f"{task}.rationale_predictions"},
+            parameters={"crosstask": "crosstask", "crosstask.n_heatmaps": "crosstask.n_heatmaps", "seed": "seed"}))
+    report = pipeline([
+        node(combine_folds, [f"heldout_{t}.fold_metrics" for t in TASKS], "crosstask_metrics", name="combine_folds"),
+        node(crosstask_summary, ["crosstask_metrics", "classifier_metrics"], "crosstask_summary",
+             name="crosstask_summary"),
+    ])
+    return pipeline([*folds, report])
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    """The main job: data processing, the three classifiers and features, then the three folds."""
+    return data_processing.create_pipeline() + classifiers.create_pipeline() + create_folds()

@@ -1,0 +1,85 @@
+"""Plots, HTML heatmaps and Markdown tables for people to look at."""
+from __future__ import annotations
+
+import html
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+# Paper reference (bert-base, held-out task, token F1), SPEC §9.
+PAPER_REFERENCE = {
+    "sst2": {"expnet_f1": 0.398, "best_baseline": "gae", "best_baseline_f1": 0.350},
+    "cola": {"expnet_f1": 0.468, "best_baseline": "grad_cam", "best_baseline_f1": 0.356},
+    "hatexplain": {"expnet_f1": 0.473, "best_baseline": "grad_cam", "best_baseline_f1": 0.396},
+}
+
+
+def metrics_bar_chart(metrics: pd.DataFrame, title: str) -> plt.Figure:
+    """F1 (matched budget) and AUROC per method with 95% intervals; floors as dashed lines."""
+    rows = metrics[(metrics["subset"] == "all") & (metrics["rule"].isin(["matched"]))
+                   & (metrics["family"] != "floor")].sort_values("auroc")
+    floors = metrics[(metrics["subset"] == "all") & (metrics["family"] == "floor")].set_index("method")
+    figure, axes = plt.subplots(1, 2, figsize=(12, 0.35 * len(rows) + 2), sharey=True)
+    for axis, metric in zip(axes, ("f1", "auroc")):
+        values = rows[metric].to_numpy()
+        errors = np.vstack([values - rows[f"{metric}_low"].to_numpy(), rows[f"{metric}_high"].to_numpy() - values])
+        colors = ["tab:red" if family == "learned" else "tab:blue" for family in rows["family"]]
+        axis.barh(rows["method"], values, xerr=np.abs(errors), color=colors, capsize=2)
+        for floor, style in (("all_tokens", "--"), ("random", ":")):
+            if floor in floors.index:
+                axis.axvline(floors.at[floor, metric], color="black", linestyle=style, label=f"floor: {floor}")
+        axis.set_xlabel(f"{metric} ({'matched budget' if metric == 'f1' else 'per example'}), 95% CI")
+        axis.legend(loc="lower right", fontsize=8)
+    figure.suptitle(title)
+    figure.tight_layout()
+    return figure
+
+
+def _token_cells(tokens: Sequence[str], values: Sequence[float], color: str) -> str:
+    values = np.asarray(values, dtype=float)
+    span = values.max() - values.min() if len(values) else 0
+    scaled = (values - values.min()) / span if span > 0 else np.zeros_like(values)
+    cells = []
+    for token, value, alpha in zip(tokens, values, scaled):
+        cells.append(f'<span title="{value:.3f}" style="background: rgba({color},{alpha:.2f})">'
+                     f"{html.escape(str(token))}</span>")
+    return " ".join(cells)
+
+
+def heatmap_page(title: str, examples: list[dict], methods: Sequence[str]) -> str:
+    """An HTML page: for each example, a row of tokens per method coloured by score (gold first)."""
+    palette = {"gold": "0,150,0", "expnet": "220,40,40"}
+    parts = [f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
+             "body{font-family:sans-serif;max-width:1100px;margin:auto} span{padding:1px 2px;border-radius:3px}"
+             " td{padding:4px;vertical-align:top} .m{color:#555;white-space:nowrap}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1><p>Colour = score scaled within the example (hover for the value). "
+             "Gold = human rationale projected to subwords.</p>"]
+    for example in examples:
+        parts.append(f"<h3>{html.escape(example['example_id'])} — label {example['label']}, predicted "
+                     f"{example['predicted']} ({'correct' if example['correct'] else 'wrong'})</h3><table>")
+        parts.append(f"<tr><td class='m'>gold</td><td>{_token_cells(example['tokens'], example['gold'], palette['gold'])}</td></tr>")
+        for method in methods:
+            if method in example["scores"]:
+                color = palette.get(method, "40,80,220")
+                parts.append(f"<tr><td class='m'>{html.escape(method)}</td>"
+                             f"<td>{_token_cells(example['tokens'], example['scores'][method], color)}</td></tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
+    """A GitHub Markdown table (no extra dependency)."""
+    formatted = frame.copy()
+    for column in formatted.columns:
+        if pd.api.types.is_float_dtype(formatted[column]):
+            formatted[column] = formatted[column].map(lambda v: "" if pd.isna(v) else f"{v:.{digits}f}")
+    header = "| " + " | ".join(map(str, formatted.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in formatted.columns) + "|"
+    body = ["| " + " | ".join(map(str, row)) + " |" for row in formatted.itertuples(index=False)]
+    return "\n".join([header, rule, *body])

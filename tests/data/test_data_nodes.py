@@ -1,0 +1,71 @@
+"""data_processing nodes: the per-role cap (smoke slices) and the data report."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from learned_attribution.data.schema import SKIP_COLUMNS
+from learned_attribution.pipelines.data_processing.nodes import REPORT_COLUMNS, build_data_report, cap_examples
+
+
+@pytest.fixture
+def examples() -> pd.DataFrame:
+    roles = ["classifier_train"] * 5 + ["rationale_test"] * 2 + ["classifier_test"]
+    return pd.DataFrame({"example_id": [f"e{i}" for i in range(len(roles))], "role": roles,
+                         "label": [i % 2 for i in range(len(roles))]})
+
+
+def test_cap_keeps_at_most_n_per_role_and_every_column(examples):
+    capped = cap_examples(examples, 2, seed=13)
+    assert list(capped.columns) == list(examples.columns)
+    assert capped["role"].value_counts().to_dict() == {"classifier_train": 2, "rationale_test": 2,
+                                                       "classifier_test": 1}
+    # Rows are whole original rows, none duplicated.
+    merged = capped.merge(examples, on=list(examples.columns), how="left", indicator=True)
+    assert (merged["_merge"] == "both").all() and capped["example_id"].is_unique
+    assert capped.equals(cap_examples(examples, 2, seed=13))
+    assert capped.index.tolist() == list(range(5))
+
+
+@pytest.mark.parametrize("max_per_role", [None, 0, 100])
+def test_no_cap_or_a_large_cap_keeps_everything(examples, max_per_role):
+    capped = cap_examples(examples, max_per_role, seed=13)
+    assert sorted(capped["example_id"]) == sorted(examples["example_id"])
+
+
+def test_cap_of_an_empty_frame_keeps_its_columns(examples):
+    assert list(cap_examples(examples.iloc[:0], 3, seed=1).columns) == list(examples.columns)
+
+
+def _tokenized(task: str, rows: list[tuple[str, str, list[int] | None, bool]]) -> pd.DataFrame:
+    return pd.DataFrame([{"task": task, "split": split, "role": role, "word_rationale": rationale,
+                          "truncated": truncated} for split, role, rationale, truncated in rows],
+                        columns=["task", "split", "role", "word_rationale", "truncated"])
+
+
+def _skipped(task: str, splits: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([{"task": task, "split": s, "file": "f", "location": f"line {i}", "reason": "r"}
+                         for i, s in enumerate(splits)], columns=SKIP_COLUMNS)
+
+
+def test_data_report_counts_density_truncation_and_skips():
+    hatexplain = _tokenized("hatexplain", [
+        ("test", "classifier_test", None, True), ("test", "classifier_test", None, False),
+        ("test", "classifier_test", None, False),
+        ("test", "rationale_test", [1, 0, 0, 1], False), ("test", "rationale_test", [0, 0], True),
+    ])
+    sst2 = _tokenized("sst2", [("train", "classifier_train", None, False)])
+    cola = _tokenized("cola", [("train", "rationale_val", [1, 1, 0], False)])
+    report = build_data_report(hatexplain, sst2, cola, _skipped("hatexplain", ["test", "test", "val"]),
+                               _skipped("sst2", []), _skipped("cola", []))
+    assert list(report.columns) == REPORT_COLUMNS
+    rows = report.astype(object).where(report.notna(), None).values.tolist()
+    assert rows == [
+        # n_with_rationale counts rationales with at least one marked word; density = marked / words.
+        ["hatexplain", "test", "classifier_test", 3, 0, None, 1, 2],
+        ["hatexplain", "test", "rationale_test", 2, 1, round(2 / 6, 4), 1, 2],
+        ["sst2", "train", "classifier_train", 1, 0, None, 0, 0],
+        ["cola", "train", "rationale_val", 1, 1, round(2 / 3, 4), 0, 0],
+        # every val record was skipped: the split still shows up, with its skips
+        ["hatexplain", "val", None, 0, 0, None, 0, 1],
+    ]

@@ -1,0 +1,59 @@
+"""`kedro run --pipeline afn --env smoke` in a real Kedro session, outputs redirected to a temporary folder."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.integration
+def test_afn_pipeline_on_smoke(tmp_path):
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+    from mlflow.tracking import MlflowClient
+
+    bootstrap_project(PROJECT)
+    data, uri = tmp_path / "data", f"sqlite:///{tmp_path}/mlflow.db"
+    runtime_params = {"afn_data_root": str(data), "afn": {"mlflow": {"tracking_uri": uri}}}
+    with KedroSession.create(project_path=PROJECT, env="smoke", runtime_params=runtime_params) as session:
+        session.run(pipeline_name="afn")
+
+    report = data / "08_reporting/afn_report.md"
+    for path in [report, *(data / "08_reporting/afn" / name for name in (
+            "strength_by_layer.png", "rh_by_layer.png", "shift_heatmaps.png", "headline.json", "skipped.csv"))]:
+        assert path.is_file() and path.stat().st_size > 0, path
+
+    strengths = pd.read_parquet(data / "07_model_output/afn_token_strengths.parquet")
+    assert strengths["sentence_id"].nunique() == 40  # conf/smoke/parameters_afn.yml: n_phrases
+    assert sorted(strengths["layer"].unique()) == list(range(7))  # MiniLM: embeddings + 6 blocks
+    assert (strengths["strength"] > 0).all() and np.isfinite(strengths["strength"]).all()
+    per_sentence = strengths.groupby(["sentence_id", "layer"])
+    assert (per_sentence["high"].mean() <= 0.5).all()  # above the 75th percentile: at most a quarter, give or take ties
+    assert ((strengths["strength"] > strengths["tau"]) == strengths["high"]).all()
+    assert not strengths["token"].isin(["[CLS]", "[SEP]"]).any()
+
+    pairs = pd.read_parquet(data / "07_model_output/afn_pair_shifts.parquet")
+    assert pairs.loc[pairs["kind"] == "context", "pair_id"].nunique() == 13  # 12 SST minimal pairs + 1 example
+    assert pairs.loc[pairs["kind"] == "prompt", "pair_id"].nunique() == 10
+    assert pairs["r_h"].between(0, 1).all()
+    embeddings = pairs[(pairs["layer"] == 0) & (pairs["kind"] == "context")]
+    # at the embedding output only the swapped word (and positions after a subword-count change) differ
+    assert (embeddings["mean_shift_changed"] > embeddings["mean_shift_unchanged"]).all()
+    assert (pairs.loc[pairs["layer"] == 0, "cls_shift"] == 0).all()  # [CLS] cannot see the text before layer 1
+
+    head = json.loads((data / "08_reporting/afn/headline.json").read_text())
+    assert head["afn_layer"] == 4 and head["n_layers"] == 6
+    assert 0 < head["share_high_context"] < 0.5 and 0 <= head["r_h_context"] <= 1
+    assert head["content_function_ratio"] > 0
+    text = report.read_text()
+    assert "R_H" in text and f"{100 * head['r_h_context']:.1f}%" in text
+
+    run = json.loads((data / "08_reporting/afn/mlflow_run.json").read_text())
+    logged = MlflowClient(tracking_uri=uri).get_run(run["run_id"])
+    assert logged.info.status == "FINISHED"
+    assert logged.data.metrics["r_h_context"] == pytest.approx(head["r_h_context"])
+    assert not (PROJECT / "data/08_reporting/afn/mlflow_run.json").exists() or \
+        json.loads((PROJECT / "data/08_reporting/afn/mlflow_run.json").read_text())["run_id"] != run["run_id"]
