@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 METRIC_COLUMNS = ["fold", "held_out_task", "method", "family", "rule", "subset", "n_examples", "f1", "precision",
                   "recall", "f1_micro", "auroc", "auroc_pooled", "auprc", "f1_low", "f1_high", "auroc_low",
                   "auroc_high", "auprc_low", "auprc_high", "classifier_accuracy", "n_auroc_undefined",
-                  "n_constant_scores", "n_nonfinite_scores"]
+                  "n_constant_scores", "n_nonfinite_scores", "comprehensiveness", "sufficiency"]
 
 
 def rationale_test_examples(predictions: pd.DataFrame, role: str = "rationale_test", max_examples: int | None = None,
@@ -133,15 +133,22 @@ def method_masks(scores: list[np.ndarray], rho: float, threshold: float | None =
 
 
 def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, thresholds: dict[str, float],
-              learned_methods: Sequence[str], fold: str, held_out_task: str, n_boot: int, seed: int) -> pd.DataFrame:
-    """The metrics table of one fold: every method x rule x subset (all / correct), plus the floors.
+              learned_methods: Sequence[str], fold: str, held_out_task: str, n_boot: int, seed: int,
+              sample_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """The metrics table of one fold: every method x rule x subset, plus the floors.
 
+    Subsets: `all` rationale examples, the `correct`ly predicted ones, and, when `sample_ids` is given,
+    the seeded `sample` on which the expensive methods ran (every method is scored there too, so
+    that comparisons with them are like for like). A method is scored on the examples of the subset
+    it explained; `n_examples` says how many.
     `thresholds` maps an own-rule name of the learned explainers (e.g. "own" -> 0.5,
     "own_calibrated" -> the validation-calibrated threshold) to its threshold.
     """
     examples = examples.set_index("example_id")
     rows = []
     subsets = {"all": examples.index, "correct": examples.index[examples["correct"].to_numpy(bool)]}
+    if sample_ids is not None:
+        subsets["sample"] = pd.Index(list(sample_ids))
     for subset, ids in subsets.items():
         if len(ids) == 0:
             continue

@@ -1,8 +1,7 @@
 """Project pipelines."""
 from kedro.pipeline import Pipeline
 
-from learned_attribution.pipelines import classifiers, crosstask, data_processing
-from learned_attribution.pipelines import afn  # TEMP (afn helper): the lead registers it for real
+from learned_attribution.pipelines import afn, classifiers, crosstask, data_processing, evaluate_external
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -13,5 +12,6 @@ def register_pipelines() -> dict[str, Pipeline]:
         "data_processing": data_processing.create_pipeline(),
         "classifiers": classifiers.create_pipeline(),
         "folds": crosstask.create_folds(),
-        "afn": afn.create_pipeline(),  # TEMP (afn helper)
+        "afn": afn.create_pipeline(),
+        "evaluate_external": evaluate_external.create_pipeline(),
     }

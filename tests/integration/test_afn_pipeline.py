@@ -18,6 +18,8 @@ def test_afn_pipeline_on_smoke(tmp_path):
     bootstrap_project(PROJECT)
     data, uri = tmp_path / "data", f"sqlite:///{tmp_path}/mlflow.db"
     runtime_params = {"afn_data_root": str(data), "afn": {"mlflow": {"tracking_uri": uri}}}
+    project_report = PROJECT / "data/08_reporting/afn_report.md"
+    before = project_report.read_text() if project_report.exists() else None
     with KedroSession.create(project_path=PROJECT, env="smoke", runtime_params=runtime_params) as session:
         session.run(pipeline_name="afn")
 
@@ -55,5 +57,5 @@ def test_afn_pipeline_on_smoke(tmp_path):
     logged = MlflowClient(tracking_uri=uri).get_run(run["run_id"])
     assert logged.info.status == "FINISHED"
     assert logged.data.metrics["r_h_context"] == pytest.approx(head["r_h_context"])
-    assert not (PROJECT / "data/08_reporting/afn/mlflow_run.json").exists() or \
-        json.loads((PROJECT / "data/08_reporting/afn/mlflow_run.json").read_text())["run_id"] != run["run_id"]
+    # everything went to tmp_path: the project's own report is untouched
+    assert (project_report.read_text() if project_report.exists() else None) == before

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.evaluation import explain_examples, gold_labels, rationale_test_examples, score_all
+from learned_attribution.evaluation import (METRIC_COLUMNS, explain_examples, gold_labels, rationale_test_examples,
+                                            score_all)
 from learned_attribution.explainers import build_explainer
 from learned_attribution.models.expnet import ExpNetConfig, ExpNetTraining, calibrate_threshold, train_expnet
 from learned_attribution.models.features import feature_names
@@ -62,31 +63,81 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
     return training, history, budget
 
 
+def expensive_sample(examples: pd.DataFrame, size: int | None, seed: int) -> list[str]:
+    """Seeded subset of the held-out examples on which the expensive methods (and faithfulness) run."""
+    ids = examples["example_id"]
+    if size is None or size >= len(ids):
+        return ids.tolist()
+    return ids.sample(n=size, random_state=seed).tolist()
+
+
 def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: ExpNetTraining,
                     params: dict[str, Any], seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ExpNet and every configured baseline on the held-out task's rationale test set, explaining
-    the held-out task's own classifier (never trained on these sentences)."""
+    the held-out task's own classifier (never trained on these sentences). Methods listed under
+    `expensive` run on the seeded sample only; the cost table records examples per second."""
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
+    sample = set(expensive_sample(examples, params["expensive_sample_size"], seed))
+    unknown = set(params["expensive"]) - set(params["baselines"])
+    if unknown:
+        raise ValueError(f"parameter crosstask.expensive names methods that are not in crosstask.baselines: {sorted(unknown)}")
     explainers = {"expnet": build_explainer("expnet", training=expnet, layer=params["layer"])}
     for name, settings in params["baselines"].items():
         explainers[name] = build_explainer(name, **(settings or {}))
-    run = explain_examples(classifier.model, classifier.tokenizer, examples, explainers, params["batch_size"])
+    cheap = {n: e for n, e in explainers.items() if n not in params["expensive"]}
+    costly = {n: e for n, e in explainers.items() if n in params["expensive"]}
+    runs = [explain_examples(classifier.model, classifier.tokenizer, examples, cheap, params["batch_size"])]
+    sampled = examples[examples["example_id"].isin(sample)]
+    if costly:
+        runs.append(explain_examples(classifier.model, classifier.tokenizer, sampled, costly, params["batch_size"]))
     gold = examples[["example_id", "label", "predicted", "correct", "token_labels"]].copy()
     gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
-    scores = run.scores.merge(gold.drop(columns="token_labels"), on="example_id")
-    cost = pd.DataFrame([{"method": m, "seconds": s, "examples_per_second": len(examples) / s if s else np.nan}
-                         for m, s in run.seconds.items()])
-    return scores, run.failures, cost
+    gold["in_sample"] = gold["example_id"].isin(sample)
+    scores = pd.concat([r.scores for r in runs], ignore_index=True).merge(gold.drop(columns="token_labels"),
+                                                                        on="example_id")
+    n_explained = scores.groupby("method")["example_id"].nunique()
+    cost = pd.DataFrame([{"method": m, "n_examples": int(n_explained.get(m, 0)), "seconds": s,
+                          "examples_per_second": n_explained.get(m, 0) / s if s else np.nan}
+                         for r in runs for m, s in r.seconds.items()])
+    failures = pd.concat([r.failures for r in runs], ignore_index=True)
+    return scores, failures, cost
 
 
-def score_fold(token_scores: pd.DataFrame, predictions: pd.DataFrame, budget: dict[str, float],
-               params: dict[str, Any], seed: int, *, fold: str, held_out_task: str) -> pd.DataFrame:
-    """Plausibility of every method under its own rule and the matched budget, on all examples and
-    on the correctly predicted ones, with the two floors and bootstrap 95% intervals."""
+def fold_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
+                      params: dict[str, Any]) -> pd.DataFrame:
+    """ERASER comprehensiveness and sufficiency (AOPC) of every method on the seeded sample."""
+    from learned_attribution.metrics.faithfulness import faithfulness
+
+    sampled = token_scores[token_scores["in_sample"]]
+    input_ids = predictions.drop_duplicates("example_id").set_index("example_id")["input_ids"]
+    settings = params["faithfulness"]
+    tables = []
+    for method, rows in sampled.groupby("method", sort=False):
+        table = faithfulness(classifier.model, [list(input_ids[i]) for i in rows["example_id"]],
+                             [np.asarray(s, dtype=float) for s in rows["scores"]], rows["predicted"].tolist(),
+                             fractions=tuple(settings["fractions"]), batch_size=settings["batch_size"],
+                             pad_token_id=classifier.tokenizer.pad_token_id)
+        table.insert(0, "method", method)
+        table.insert(1, "example_id", rows["example_id"].to_numpy())
+        tables.append(table)
+    return pd.concat(tables, ignore_index=True)
+
+
+def score_fold(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
+               budget: dict[str, float], params: dict[str, Any], seed: int, *, fold: str,
+               held_out_task: str) -> pd.DataFrame:
+    """Plausibility of every method under its own rule and the matched budget, on all examples, the
+    correctly predicted ones and the expensive methods' sample, with the two floors and bootstrap 95%
+    intervals; faithfulness (AOPC) beside the sample rows."""
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
     thresholds = {"own": budget["threshold"], "own_calibrated": budget["calibrated_threshold"]}
+    sample_ids = token_scores.loc[token_scores["in_sample"], "example_id"].unique()
     metrics = score_all(token_scores, examples, budget["rho"], thresholds, LEARNED_METHODS, fold, held_out_task,
-                        params["bootstrap"]["n_boot"], params["bootstrap"]["seed"])
+                        params["bootstrap"]["n_boot"], params["bootstrap"]["seed"], sample_ids=sample_ids)
+    aopc = faithfulness.groupby("method")[["comprehensiveness", "sufficiency"]].mean().reset_index()
+    aopc["subset"] = "sample"
+    metrics = (metrics.drop(columns=["comprehensiveness", "sufficiency"])
+               .merge(aopc, on=["method", "subset"], how="left").reindex(columns=METRIC_COLUMNS))
     headline = metrics[(metrics["subset"] == "all") & (metrics["rule"].isin(["matched", "own"]))]
     logger.info("%s:\n%s", fold, headline[["method", "rule", "n_examples", "f1", "auroc", "auprc"]]
                 .round(3).to_string(index=False))

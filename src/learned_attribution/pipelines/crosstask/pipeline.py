@@ -5,7 +5,8 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from learned_attribution.pipelines import classifiers, data_processing
 
-from .nodes import combine_folds, crosstask_summary, explain_heldout, heatmaps, plot_fold, score_fold, train_fold_expnet
+from .nodes import (combine_folds, crosstask_summary, explain_heldout, fold_faithfulness, heatmaps, plot_fold, score_fold,
+                    train_fold_expnet)
 
 TASKS = ("hatexplain", "sst2", "cola")
 
@@ -25,9 +26,11 @@ def fold_template(held_out_task: str) -> Pipeline:
              ["expnet", "expnet_history", "budget"], name="train_expnet"),
         node(explain_heldout, ["classifier", "predictions", "expnet", "params:crosstask", "params:seed"],
              ["token_scores", "explain_failures", "explain_cost"], name="explain_heldout"),
+        node(fold_faithfulness, ["classifier", "token_scores", "predictions", "params:crosstask"], "faithfulness",
+             name="faithfulness"),
         node(_bind(score_fold, fold=fold, held_out_task=held_out_task),
-             ["token_scores", "predictions", "budget", "params:crosstask", "params:seed"], "fold_metrics",
-             name="score_fold"),
+             ["token_scores", "predictions", "faithfulness", "budget", "params:crosstask", "params:seed"],
+             "fold_metrics", name="score_fold"),
         node(_bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
         node(_bind(heatmaps, fold=fold),
              ["token_scores", "predictions", "fold_metrics", "classifier", "params:crosstask.n_heatmaps",

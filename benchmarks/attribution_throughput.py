@@ -1,0 +1,382 @@
+"""Benchmark: the cost of an explanation. Every registered explainer beside a plain classification forward pass.
+
+Run from the project root with the virtualenv active:
+
+    python benchmarks/attribution_throughput.py            # default: 512 texts, 3 interleaved rounds
+    python benchmarks/attribution_throughput.py --quick    # a tiny run (seconds)
+    python benchmarks/attribution_throughput.py --set lime.n_samples=1000 --set integrated_gradients.n_steps=50
+
+In ONE process, on the same texts, batches and batch size, a plain classification forward pass
+(`torch.inference_mode`, logits only) and every explainer in `learned_attribution.explainers.EXPLAINERS`
+at its default settings (LIME and KernelSHAP 500 samples, Integrated Gradients 20 steps; `--set`
+overrides) explain the classifier's predicted class. Methods are timed in interleaved rounds (order
+alternating from round to round); the table gives the median examples/s over rounds and the median of
+the per-round ratios to the forward pass, so background load common to both cancels.
+
+Expensive methods (`--expensive`, default LIME, KernelSHAP, Integrated Gradients, Occlusion) run on the
+first `--n-expensive` texts of the same seeded sample; throughput is per example, and their ratio is taken
+against a forward pass on exactly those texts (reference `forward_subset`), so the comparison stays like
+for like. Short workloads are repeated within a round until `--min-seconds` have passed.
+
+Outputs: data/08_reporting/benchmarks/attribution_throughput.csv, attribution_throughput.png (log-scale
+bar chart) and attribution_targets.csv (the issue's targets, checked).
+"""
+from __future__ import annotations
+
+import argparse
+import pickle
+import sys
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers in feature_extraction.py
+
+from feature_extraction import (add_common_arguments, describe_texts, interleaved_rounds,  # noqa: E402
+                                length_batches, load_setup, positive_int, say, set_threads)
+
+ATTRIBUTION_COLUMNS = ["method", "family", "n_examples", "batch_size", "examples_per_s", "reference",
+                       "ratio_to_forward", "model_calls_per_example", "rounds", "threads", "settings", "error",
+                       "source"]
+DEFAULT_EXPENSIVE = ("lime", "kernel_shap", "integrated_gradients", "occlusion")
+PAPER_EXPNET_EXAMPLES_PER_S = 13.9
+# The issue's targets: ExpNet throughput relative to the forward pass and to each baseline.
+TARGETS = (("forward_all", 0.8), ("integrated_gradients", 20.0), ("lime", 200.0), ("kernel_shap", 200.0))
+QUICK_SETTINGS = {"lime": {"n_samples": 16}, "kernel_shap": {"n_samples": 16}, "integrated_gradients": {"n_steps": 4}}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Explainers and their inputs
+# ----------------------------------------------------------------------------------------------------
+
+def parse_setting(text: str) -> tuple[str, str, object]:
+    """`method.key=value` (value parsed as YAML: 1000, 0.5, null, true) -> (method, key, value)."""
+    import yaml
+
+    head, sep, value = text.partition("=")
+    method, dot, key = head.partition(".")
+    if not sep or not dot or not method or not key:
+        raise argparse.ArgumentTypeError(f"--set {text!r}: expected METHOD.KEY=VALUE, e.g. lime.n_samples=1000")
+    return method, key, yaml.safe_load(value)
+
+
+def quick_expnet(n_features: int, seed: int):
+    """An ExpNet trained for two epochs on random features of the right width: its cost is what matters."""
+    from learned_attribution.models.expnet import ExpNetConfig, train_expnet
+
+    rng = np.random.default_rng(seed)
+    features = rng.random((2000, n_features)).astype(np.float32)
+    labels = (rng.random(2000) < 0.3).astype(np.float32)
+    return train_expnet(features[:1600], labels[:1600], features[1600:], labels[1600:],
+                        ExpNetConfig(max_epochs=2, seed=seed))
+
+
+def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
+    """The pipeline's trained ExpNet when present and of the right width, else a quick one (and why)."""
+    from learned_attribution.models.expnet import ExpNetTraining
+
+    if path.exists():
+        with open(path, "rb") as handle:
+            training = pickle.load(handle)
+        if not isinstance(training, ExpNetTraining):
+            raise TypeError(f"--expnet {path}: expected a pickled ExpNetTraining, found {type(training).__name__}")
+        if training.model.n_features == n_features:
+            return training, f"trained ExpNet {path}"
+        note = f"{path} reads {training.model.n_features} features, the model gives {n_features}"
+    else:
+        note = f"{path} not found"
+    return quick_expnet(n_features, seed), f"ExpNet trained for 2 epochs on random features ({note}); same cost"
+
+
+def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_training, layer: int) -> dict:
+    """Every requested explainer at its default settings plus `overrides`."""
+    from learned_attribution.explainers import build_explainer
+
+    explainers = {}
+    for name in names:
+        settings = dict(overrides.get(name, {}))
+        if name == "expnet":
+            settings = {"training": expnet_training, "layer": layer, **settings}
+        explainers[name] = build_explainer(name, **settings)
+    return explainers
+
+
+def explainer_settings(explainer) -> str:
+    """The explainer's effective settings, for the table."""
+    if is_dataclass(explainer):
+        return " ".join(f"{k}={v}" for k, v in asdict(explainer).items())
+    if hasattr(explainer, "layer"):
+        return f"layer={explainer.layer}"
+    return ""
+
+
+@torch.inference_mode()
+def predicted_classes(model: torch.nn.Module, batches) -> dict[int, int]:
+    """{row index in the sample: predicted class}: explanations are of the predicted class."""
+    predicted = {}
+    for indices, batch in batches:
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        predicted.update(zip(indices, logits.argmax(-1).tolist()))
+    return predicted
+
+
+def make_batches(examples: pd.DataFrame, batch_size: int, tokenizer, targets: dict[int, int] | None = None):
+    """[(row indices, Batch)] in the pipeline's length-sorted order; targets default to class 0."""
+    from learned_attribution.evaluation import make_batch
+
+    ids = list(examples["input_ids"])
+    out = []
+    for indices in length_batches(examples, batch_size):
+        target = [targets[i] if targets else 0 for i in indices]
+        out.append((indices, make_batch([ids[i] for i in indices], target, tokenizer)))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# Workloads
+# ----------------------------------------------------------------------------------------------------
+
+def forward_workload(model: torch.nn.Module, batches) -> Callable[[], int]:
+    """The plain classification forward pass (logits, no attentions) over every batch."""
+
+    def run() -> int:
+        with torch.inference_mode():
+            for _, batch in batches:
+                model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        return sum(len(indices) for indices, _ in batches)
+
+    return run
+
+
+class ExplainerWorkload:
+    """Calls `explainer.explain` on every batch; remembers the model calls per example of the last run."""
+
+    def __init__(self, model: torch.nn.Module, explainer, batches):
+        self.model, self.explainer, self.batches = model, explainer, batches
+        self.model_calls_per_example = float("nan")
+
+    def __call__(self) -> int:
+        calls, rows = 0, 0
+        for indices, batch in self.batches:
+            attribution = self.explainer.explain(self.model, batch)
+            if not torch.isfinite(attribution.scores[~batch.special_mask]).all():
+                raise FloatingPointError(f"{self.explainer.name}: non-finite scores on examples {indices}")
+            calls += attribution.model_calls * len(indices)
+            rows += len(indices)
+        self.model_calls_per_example = calls / rows
+        return rows
+
+
+def smallest_batch(batches):
+    """The shortest batch (length-sorted order: the first), for warm-up."""
+    return batches[:1]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Report
+# ----------------------------------------------------------------------------------------------------
+
+def summarise(timings: pd.DataFrame, references: dict[str, str]) -> pd.DataFrame:
+    """Per method: median examples/s and the median over rounds of its ratio to its reference forward pass."""
+    per_round = timings.pivot(index="round", columns="method", values="examples_per_s")
+    rows = []
+    for method in dict.fromkeys(timings["method"]):
+        reference = references[method]
+        rows.append({"method": method, "examples_per_s": float(per_round[method].median()), "reference": reference,
+                     "ratio_to_forward": float((per_round[method] / per_round[reference]).median()),
+                     "rounds": int(per_round[method].notna().sum())})
+    return pd.DataFrame(rows)
+
+
+def targets_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The issue's targets for ExpNet. Against a baseline the speed-up is the ratio of the two methods'
+    ratios to the forward pass on their own texts (like for like when they ran on different numbers of texts)."""
+    by_method = table.set_index("method")
+    rows = []
+    if "expnet" not in by_method.index or not np.isfinite(by_method.at["expnet", "ratio_to_forward"]):
+        return pd.DataFrame(rows)
+    expnet_relative = by_method.at["expnet", "ratio_to_forward"]
+    for other, target in TARGETS:
+        if other not in by_method.index:
+            continue
+        if other == "forward_all":
+            value, what = expnet_relative, "ExpNet / plain forward pass"
+        else:
+            value, what = expnet_relative / by_method.at[other, "ratio_to_forward"], f"ExpNet / {other}"
+        rows.append({"target": what, "measured": value, "required": target, "met": bool(value >= target)})
+    rows.append({"target": "ExpNet examples/s (paper: 13.9 on its hardware)",
+                 "measured": by_method.at["expnet", "examples_per_s"], "required": PAPER_EXPNET_EXAMPLES_PER_S,
+                 "met": bool(by_method.at["expnet", "examples_per_s"] >= PAPER_EXPNET_EXAMPLES_PER_S)})
+    return pd.DataFrame(rows)
+
+
+def save_chart(table: pd.DataFrame, path: Path, subtitle: str) -> None:
+    """Log-scale horizontal bars of examples/s, coloured by family, with the forward pass as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = table[np.isfinite(table["examples_per_s"])].sort_values("examples_per_s")
+    families = list(dict.fromkeys(shown["family"]))
+    colours = dict(zip(families, plt.get_cmap("tab10").colors))
+    figure, axis = plt.subplots(figsize=(8, 0.38 * len(shown) + 1.6))
+    labels = [f"{m} (n={n})" for m, n in zip(shown["method"], shown["n_examples"])]
+    axis.barh(labels, shown["examples_per_s"], color=[colours[f] for f in shown["family"]])
+    for y, (value, ratio) in enumerate(zip(shown["examples_per_s"], shown["ratio_to_forward"])):
+        axis.text(value * 1.08, y, f"{value:.3g}/s  ({ratio:.2g}x fwd)", va="center", fontsize=7)
+    forward = table.loc[table["method"] == "forward_all", "examples_per_s"]
+    if len(forward):
+        axis.axvline(float(forward.iloc[0]), color="black", linestyle="--", linewidth=0.8)
+    axis.set_xscale("log")
+    axis.set_xlim(shown["examples_per_s"].min() / 2, shown["examples_per_s"].max() * 20)
+    axis.set_xlabel("examples per second (log scale; dashed: plain forward pass)")
+    axis.set_title(f"Cost of an explanation\n{subtitle}", fontsize=9)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[f]) for f in families]
+    axis.legend(handles, families, fontsize=7, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Main
+# ----------------------------------------------------------------------------------------------------
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_common_arguments(parser)
+    parser.set_defaults(rounds=3)
+    parser.add_argument("--batch-size", type=positive_int, default=16,
+                        help="explanation batch size for every method (the pipeline's crosstask.batch_size)")
+    parser.add_argument("--methods", nargs="+", default=None, help="explainers to run; every registered one when not given")
+    parser.add_argument("--expensive", nargs="*", default=list(DEFAULT_EXPENSIVE),
+                        help="methods measured on the first --n-expensive texts only")
+    parser.add_argument("--n-expensive", type=positive_int, default=8, help="texts for the expensive methods")
+    parser.add_argument("--set", dest="settings", type=parse_setting, action="append", default=[],
+                        metavar="METHOD.KEY=VALUE", help="override an explainer setting (repeatable)")
+    parser.add_argument("--expnet", type=Path, default=None,
+                        help="pickled ExpNetTraining (default: data/06_models/expnet_<task>.pkl; a quick one is "
+                             "trained on random features if missing)")
+    parser.add_argument("--min-seconds", type=float, default=1.0,
+                        help="short workloads repeat within a round until this long")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n_texts, args.n_expensive, args.rounds, args.batch_size, args.min_seconds = 8, 2, 2, 4, 0.0
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
+    """Run the benchmark, print the tables, save CSVs and the chart; returns the throughput table."""
+    from learned_attribution.explainers import EXPLAINERS
+
+    args = parse_args(argv)
+    threads = set_threads(args.threads)
+    names = list(args.methods or EXPLAINERS)
+    unknown = [n for n in names + list(args.expensive) + [m for m, _, _ in args.settings] if n not in EXPLAINERS]
+    if unknown:
+        raise SystemExit(f"unknown explainer(s) {sorted(set(unknown))}; registered: {sorted(EXPLAINERS)}")
+    overrides: dict[str, dict] = {}
+    if args.quick:
+        for method, settings in QUICK_SETTINGS.items():
+            overrides.setdefault(method, {}).update(settings)
+    for method, key, value in args.settings:
+        overrides.setdefault(method, {})[key] = value
+
+    say(f"torch {torch.__version__}, {threads} intra-op threads")
+    setup = load_setup(args.task, args.n_texts, args.seed, args.source, args.data_root)
+    examples = setup.examples
+    subset = examples.iloc[:min(args.n_expensive, len(examples))]
+    source = f"{setup.model_source}; {setup.text_source}"
+    say(f"model: {setup.model_source}\ntexts: {setup.text_source}; {describe_texts(examples)}; "
+        f"expensive methods ({', '.join(n for n in names if n in args.expensive)}) on the first {len(subset)} "
+        f"({describe_texts(subset)})")
+
+    all_batches = make_batches(examples, args.batch_size, setup.tokenizer)
+    predicted = predicted_classes(setup.model, all_batches)
+    all_batches = make_batches(examples, args.batch_size, setup.tokenizer, predicted)
+    subset_batches = make_batches(subset, args.batch_size, setup.tokenizer, predicted)
+
+    n_features = 2 * setup.model.config.num_attention_heads
+    expnet_training, expnet_note = (None, "")
+    if "expnet" in names:
+        expnet_path = args.expnet or args.data_root / "06_models" / f"expnet_{setup.task}.pkl"
+        expnet_training, expnet_note = load_expnet(expnet_path, n_features, args.seed)
+        say(f"expnet: {expnet_note}")
+    explainers = build_explainers(names, overrides, expnet_training, args.layer)
+
+    workloads: dict[str, Callable[[], int]] = {"forward_all": forward_workload(setup.model, all_batches),
+                                               "forward_subset": forward_workload(setup.model, subset_batches)}
+    references = {"forward_all": "forward_all", "forward_subset": "forward_subset"}
+    explainer_workloads = {}
+    errors: dict[str, str] = {}
+    say("warm-up: every method on its shortest batch")
+    for name, explainer in explainers.items():
+        expensive = name in args.expensive
+        batches = subset_batches if expensive else all_batches
+        try:
+            ExplainerWorkload(setup.model, explainer, smallest_batch(batches))()
+        except Exception as error:  # noqa: BLE001 - one failing method must not stop the benchmark
+            errors[name] = f"{type(error).__name__}: {error}"
+            say(f"  {name} FAILED on warm-up: {errors[name]}")
+            continue
+        explainer_workloads[name] = workloads[name] = ExplainerWorkload(setup.model, explainer, batches)
+        references[name] = "forward_subset" if expensive else "forward_all"
+    for name in ("forward_all", "forward_subset"):
+        workloads[name]()
+
+    say(f"timing {len(workloads)} workloads x {args.rounds} rounds (batch size {args.batch_size})")
+    timings = interleaved_rounds(workloads, args.rounds, args.min_seconds)
+    summary = summarise(timings, references)
+    rows = []
+    for record in summary.to_dict("records"):
+        name = record["method"]
+        is_forward = name.startswith("forward")
+        explainer = explainers.get(name)
+        rows.append({**record, "family": "reference" if is_forward else explainer.family,
+                     "n_examples": len(subset) if record["reference"] == "forward_subset" else len(examples),
+                     "batch_size": args.batch_size,
+                     "model_calls_per_example": (1.0 if is_forward
+                                                 else explainer_workloads[name].model_calls_per_example),
+                     "threads": threads, "settings": "" if is_forward else explainer_settings(explainer),
+                     "error": "", "source": source})
+    for name, error in errors.items():
+        rows.append({"method": name, "family": explainers[name].family, "n_examples": 0,
+                     "batch_size": args.batch_size, "examples_per_s": float("nan"), "reference": "",
+                     "ratio_to_forward": float("nan"), "model_calls_per_example": float("nan"), "rounds": 0,
+                     "threads": threads, "settings": explainer_settings(explainers[name]), "error": error,
+                     "source": source})
+    table = pd.DataFrame(rows).reindex(columns=ATTRIBUTION_COLUMNS)
+    table = table.sort_values("examples_per_s", ascending=False, na_position="last").reset_index(drop=True)
+    if expnet_note and "expnet" in set(table["method"]):
+        table.loc[table["method"] == "expnet", "settings"] += f" ({expnet_note})"
+
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = args.output_dir / "attribution_throughput.csv"
+    table.to_csv(csv_path, index=False)
+    targets = targets_table(table)
+    targets.to_csv(args.output_dir / "attribution_targets.csv", index=False)
+    chart_path = args.output_dir / "attribution_throughput.png"
+    save_chart(table, chart_path, f"{setup.model_source}; batch {args.batch_size}; {threads} thread(s)")
+
+    say(f"\nThroughput (median of {args.rounds} interleaved rounds; ratio = median per-round ratio to the forward "
+        f"pass on the same texts;\nexpensive methods ran on {len(subset)} of the {len(examples)} texts: "
+        "throughput is per example, their reference is forward_subset)")
+    say(table[["method", "family", "n_examples", "examples_per_s", "ratio_to_forward", "model_calls_per_example"]]
+        .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if errors:
+        say(f"FAILED: {errors}")
+    if len(targets):
+        say("\nTargets (ExpNet vs a baseline = ratio of their ratios to the forward pass on their own texts)")
+        say(targets.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+    say(f"saved {csv_path}, {chart_path}, {args.output_dir / 'attribution_targets.csv'}")
+    return table
+
+
+if __name__ == "__main__":
+    main()

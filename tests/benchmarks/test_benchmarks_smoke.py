@@ -1,0 +1,97 @@
+"""Smoke tests of the two benchmark scripts: `main([... "--quick"])` on the packaged encoder with a random head
+and the raw SST-2 test sentences (what a fresh clone has). Not timed: only the tables' shape and sanity."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = PROJECT_ROOT / "benchmarks"
+QUICK = ["--quick", "--source", "raw", "--threads", "1"]
+
+
+@pytest.fixture
+def scripts(monkeypatch):
+    """The two scripts imported as modules (they live outside the package)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import attribution_throughput
+    import feature_extraction
+
+    return feature_extraction, attribution_throughput
+
+
+def positive_finite(values: pd.Series) -> bool:
+    return bool(len(values)) and all(math.isfinite(v) and v > 0 for v in values)
+
+
+def test_feature_extraction_quick(scripts, tmp_path):
+    feature_extraction, _ = scripts
+    feature_extraction.main([*QUICK, "--output-dir", str(tmp_path)])
+
+    table = pd.read_csv(tmp_path / "feature_extraction.csv")
+    assert list(table.columns) == feature_extraction.FEATURE_COLUMNS + ["chunk_size"]
+    methods = {section: list(group["method"]) for section, group in table.groupby("section", sort=False)}
+    assert methods == {
+        "throughput": ["forward_plain", "forward_with_attentions", "attention_features"],
+        "precision": ["forward_fp32", "forward_bf16", "train_step_fp32", "train_step_bf16"],
+        "memory": ["extraction_chunked"] * 2 + ["extraction_unchunked"] * 2,
+    }
+    timed = table[table["section"] != "memory"]
+    assert positive_finite(timed["examples_per_s"])
+    assert positive_finite(table["ratio_to_reference"])
+    # A reference divided by itself, round by round, is exactly 1.
+    is_reference = timed["method"] == timed["reference"]
+    assert sorted(timed.loc[is_reference, "method"]) == ["forward_fp32", "forward_plain", "train_step_fp32"]
+    assert np.allclose(timed.loc[is_reference, "ratio_to_reference"], 1.0)
+
+    # Memory rows: --quick extracts 4 and 12 texts. One feature row per token that is not [CLS], [SEP] or
+    # padding: len(input_ids) - 2 per text, whatever the chunking.
+    from learned_attribution.models.encoder import PACKAGED_ENCODER, load_tokenizer
+
+    tokenizer = load_tokenizer(PACKAGED_ENCODER)
+    pool = feature_extraction.raw_sst2_examples(tokenizer, PROJECT_ROOT / "data/01_raw/sst2/glue/test.tsv", 128)
+    sample, _ = feature_extraction.take_examples(pool, 12, 13)
+    memory = table[table["section"] == "memory"]
+    for mode in ("chunked", "unchunked"):
+        rows = memory[memory["method"] == f"extraction_{mode}"]
+        assert list(rows["n_examples"]) == [4, 12]
+        expected = [int((sample["input_ids"].iloc[:n].map(len) - 2).sum()) for n in (4, 12)]
+        assert list(rows["output_rows"]) == expected
+    assert list(memory["chunk_size"]) == [4, 4, 4, 12]
+    assert positive_finite(memory["peak_python_mib"])
+
+
+def test_attribution_throughput_quick(scripts, tmp_path):
+    _, attribution_throughput = scripts
+    from learned_attribution.explainers import EXPLAINERS
+
+    attribution_throughput.main([*QUICK, "--output-dir", str(tmp_path)])
+
+    table = pd.read_csv(tmp_path / "attribution_throughput.csv", keep_default_na=False,
+                        na_values={"examples_per_s": ["", "nan"]})
+    assert list(table.columns) == attribution_throughput.ATTRIBUTION_COLUMNS
+    assert sorted(table["method"]) == sorted(["forward_all", "forward_subset", *EXPLAINERS])
+    assert (table["error"] == "").all()
+    assert positive_finite(table["examples_per_s"])
+    assert positive_finite(table["ratio_to_forward"])
+    by_method = table.set_index("method")
+    assert by_method.loc[["forward_all", "forward_subset"], "ratio_to_forward"].tolist() == [1.0, 1.0]
+    # --quick runs 8 texts, the expensive methods on the first 2, LIME/KernelSHAP with 16 samples and
+    # IG with 4 steps: model calls per example are n_samples, and n_steps + 4 (see IntegratedGradients).
+    assert by_method.at["forward_all", "n_examples"] == 8
+    for expensive in attribution_throughput.DEFAULT_EXPENSIVE:
+        assert by_method.at[expensive, "n_examples"] == 2
+        assert by_method.at[expensive, "reference"] == "forward_subset"
+    assert by_method.at["lime", "model_calls_per_example"] == 16
+    assert by_method.at["integrated_gradients", "model_calls_per_example"] == 8
+    assert by_method.at["expnet", "model_calls_per_example"] == 1
+    assert (tmp_path / "attribution_throughput.png").stat().st_size > 1000
+
+    targets = pd.read_csv(tmp_path / "attribution_targets.csv")
+    assert len(targets) == 5
+    assert positive_finite(targets["measured"])

@@ -1,0 +1,53 @@
+"""Fixtures of the integration tests: the smoke crosstask outputs, produced once per session if missing."""
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SMOKE_DATA = PROJECT_ROOT / "data" / "smoke"
+TASKS = ("hatexplain", "sst2", "cola")
+
+
+@contextlib.contextmanager
+def in_project_root():
+    """Kedro resolves the catalog's relative paths (data/...) against the working directory."""
+    before = Path.cwd()
+    os.chdir(PROJECT_ROOT)
+    try:
+        yield PROJECT_ROOT
+    finally:
+        os.chdir(before)
+
+
+def smoke_crosstask_outputs() -> list[Path]:
+    """Files `kedro run --pipeline crosstask --env smoke` writes that later tests read."""
+    per_task = [path for task in TASKS for path in (
+        SMOKE_DATA / "06_models" / f"classifier_{task}" / "config.json",
+        SMOKE_DATA / "06_models" / f"expnet_{task}.pkl",
+        SMOKE_DATA / "07_model_output" / f"budget_{task}.json",
+        SMOKE_DATA / "08_reporting" / "crosstask" / f"metrics_{task}.png",
+        SMOKE_DATA / "08_reporting" / "crosstask" / f"heatmaps_{task}.html")]
+    return [SMOKE_DATA / "08_reporting" / "crosstask_metrics.csv", *per_task]
+
+
+@pytest.fixture(scope="session")
+def smoke_crosstask_run(tmp_path_factory) -> Path:
+    """data/smoke holding the smoke crosstask outputs. When any is missing, runs the crosstask pipeline
+    in the smoke environment once (MLflow to a temporary SQLite store, not the project's mlflow.db)."""
+    if any(not path.is_file() for path in smoke_crosstask_outputs()):
+        from kedro.framework.session import KedroSession
+        from kedro.framework.startup import bootstrap_project
+
+        tracking_uri = f"sqlite:///{tmp_path_factory.mktemp('smoke_mlflow') / 'mlflow.db'}"
+        with in_project_root():
+            bootstrap_project(PROJECT_ROOT)
+            with KedroSession.create(project_path=PROJECT_ROOT, env="smoke",
+                                     runtime_params={"mlflow": {"tracking_uri": tracking_uri}}) as session:
+                session.run(pipeline_name="crosstask")
+    missing = [str(path) for path in smoke_crosstask_outputs() if not path.is_file()]
+    assert not missing, f"crosstask --env smoke did not write {missing}"
+    return SMOKE_DATA
