@@ -2,21 +2,22 @@
 
 Run from the project root with the virtualenv active:
 
-    python benchmarks/attribution_throughput.py            # default: 512 texts, 3 interleaved rounds
+    python benchmarks/attribution_throughput.py            # default: 512 texts, 3 rounds
     python benchmarks/attribution_throughput.py --quick    # a tiny run (seconds)
     python benchmarks/attribution_throughput.py --set lime.n_samples=1000 --set integrated_gradients.n_steps=50
 
 In ONE process, on the same texts, batches and batch size, a plain classification forward pass
 (`torch.inference_mode`, logits only) and every explainer in `learned_attribution.explainers.EXPLAINERS`
 at its default settings (LIME and KernelSHAP 500 samples, Integrated Gradients 20 steps; `--set`
-overrides) explain the classifier's predicted class. Methods are timed in interleaved rounds (order
-alternating from round to round); the table gives the median examples/s over rounds and the median of
-the per-round ratios to the forward pass, so background load common to both cancels.
+overrides) explain the classifier's predicted class. Every method is timed batch by batch, each batch
+right next to a plain forward pass on the same batch (which of the two goes first alternates), in several
+rounds (method order reversed every other round); the table gives the median over rounds of examples/s
+and of this paired ratio to the forward pass, so background load (other jobs on the CPU) cancels.
 
 Expensive methods (`--expensive`, default LIME, KernelSHAP, Integrated Gradients, Occlusion) run on the
 first `--n-expensive` texts of the same seeded sample; throughput is per example, and their ratio is taken
 against a forward pass on exactly those texts (reference `forward_subset`), so the comparison stays like
-for like. Short workloads are repeated within a round until `--min-seconds` have passed.
+for like. A batch that takes less than `--min-seconds` is repeated until that long.
 
 Outputs: data/08_reporting/benchmarks/attribution_throughput.csv, attribution_throughput.png (log-scale
 bar chart) and attribution_targets.csv (the issue's targets, checked).
@@ -28,7 +29,7 @@ import pickle
 import sys
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,8 +37,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers in feature_extraction.py
 
-from feature_extraction import (add_common_arguments, describe_texts, interleaved_rounds,  # noqa: E402
-                                length_batches, load_setup, positive_int, say, set_threads)
+from feature_extraction import (PairedWorkload, Step, add_common_arguments, describe_texts,  # noqa: E402
+                                length_batches, load_setup, paired_rounds, positive_int, say, set_threads)
 
 ATTRIBUTION_COLUMNS = ["method", "family", "n_examples", "batch_size", "examples_per_s", "reference",
                        "ratio_to_forward", "model_calls_per_example", "rounds", "threads", "settings", "error",
@@ -140,40 +141,44 @@ def make_batches(examples: pd.DataFrame, batch_size: int, tokenizer, targets: di
 # Workloads
 # ----------------------------------------------------------------------------------------------------
 
-def forward_workload(model: torch.nn.Module, batches) -> Callable[[], int]:
-    """The plain classification forward pass (logits, no attentions) over every batch."""
+def forward_steps(model: torch.nn.Module, batches) -> list[Step]:
+    """Per batch: the plain classification forward pass (logits, no attentions) under inference mode."""
 
-    def run() -> int:
-        with torch.inference_mode():
-            for _, batch in batches:
+    def step_for(indices, batch) -> Step:
+        def run() -> int:
+            with torch.inference_mode():
                 model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        return sum(len(indices) for indices, _ in batches)
+            return len(indices)
+        return run
 
-    return run
+    return [step_for(indices, batch) for indices, batch in batches]
 
 
-class ExplainerWorkload:
-    """Calls `explainer.explain` on every batch; remembers the model calls per example of the last run."""
+class ModelCallTally:
+    """Model calls per example reported by an explainer's `Attribution`s, over every batch it explained."""
 
-    def __init__(self, model: torch.nn.Module, explainer, batches):
-        self.model, self.explainer, self.batches = model, explainer, batches
-        self.model_calls_per_example = float("nan")
+    def __init__(self) -> None:
+        self.calls, self.rows = 0, 0
 
-    def __call__(self) -> int:
-        calls, rows = 0, 0
-        for indices, batch in self.batches:
-            attribution = self.explainer.explain(self.model, batch)
+    @property
+    def per_example(self) -> float:
+        return self.calls / self.rows if self.rows else float("nan")
+
+
+def explainer_steps(model: torch.nn.Module, explainer, batches, tally: ModelCallTally) -> list[Step]:
+    """Per batch: `explainer.explain` (scores for the predicted class); non-finite scores are an error."""
+
+    def step_for(indices, batch) -> Step:
+        def run() -> int:
+            attribution = explainer.explain(model, batch)
             if not torch.isfinite(attribution.scores[~batch.special_mask]).all():
-                raise FloatingPointError(f"{self.explainer.name}: non-finite scores on examples {indices}")
-            calls += attribution.model_calls * len(indices)
-            rows += len(indices)
-        self.model_calls_per_example = calls / rows
-        return rows
+                raise FloatingPointError(f"{explainer.name}: non-finite scores in the batch of examples {indices}")
+            tally.calls += attribution.model_calls * len(indices)
+            tally.rows += len(indices)
+            return len(indices)
+        return run
 
-
-def smallest_batch(batches):
-    """The shortest batch (length-sorted order: the first), for warm-up."""
-    return batches[:1]
+    return [step_for(indices, batch) for indices, batch in batches]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -181,14 +186,19 @@ def smallest_batch(batches):
 # ----------------------------------------------------------------------------------------------------
 
 def summarise(timings: pd.DataFrame, references: dict[str, str]) -> pd.DataFrame:
-    """Per method: median examples/s and the median over rounds of its ratio to its reference forward pass."""
-    per_round = timings.pivot(index="round", columns="method", values="examples_per_s")
+    """Per method: median over rounds of examples/s and of its paired ratio to the forward pass on the same
+    batches. Each forward pass's own row pools, per round, all its timings beside the methods it paired with."""
     rows = []
-    for method in dict.fromkeys(timings["method"]):
-        reference = references[method]
-        rows.append({"method": method, "examples_per_s": float(per_round[method].median()), "reference": reference,
-                     "ratio_to_forward": float((per_round[method] / per_round[reference]).median()),
-                     "rounds": int(per_round[method].notna().sum())})
+    timings = timings.assign(reference=timings["method"].map(references))
+    for reference, group in timings.groupby("reference", sort=False):
+        pooled = group.groupby("round")[["reference_examples", "reference_seconds"]].sum()
+        rows.append({"method": reference,
+                     "examples_per_s": float((pooled["reference_examples"] / pooled["reference_seconds"]).median()),
+                     "reference": reference, "ratio_to_forward": 1.0, "rounds": len(pooled)})
+    for method, group in timings.groupby("method", sort=False):
+        rows.append({"method": method, "examples_per_s": float(group["examples_per_s"].median()),
+                     "reference": references[method], "ratio_to_forward": float(group["ratio"].median()),
+                     "rounds": len(group)})
     return pd.DataFrame(rows)
 
 
@@ -254,7 +264,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.set_defaults(rounds=3)
     parser.add_argument("--batch-size", type=positive_int, default=16,
                         help="explanation batch size for every method (the pipeline's crosstask.batch_size)")
-    parser.add_argument("--methods", nargs="+", default=None, help="explainers to run; every registered one when not given")
+    parser.add_argument("--methods", nargs="+", default=None,
+                        help="explainers to run; every registered one when not given")
     parser.add_argument("--expensive", nargs="*", default=list(DEFAULT_EXPENSIVE),
                         help="methods measured on the first --n-expensive texts only")
     parser.add_argument("--n-expensive", type=positive_int, default=8, help="texts for the expensive methods")
@@ -263,11 +274,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--expnet", type=Path, default=None,
                         help="pickled ExpNetTraining (default: data/06_models/expnet_<task>.pkl; a quick one is "
                              "trained on random features if missing)")
-    parser.add_argument("--min-seconds", type=float, default=1.0,
-                        help="short workloads repeat within a round until this long")
+    parser.add_argument("--min-seconds", type=float, default=0.25,
+                        help="a batch that takes less is repeated until this long (method and forward pass alike)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.n_texts, args.n_expensive, args.rounds, args.batch_size, args.min_seconds = 8, 2, 2, 4, 0.0
+        args.n_texts, args.n_expensive, args.rounds, args.batch_size, args.min_seconds = 8, 2, 1, 4, 0.0
     return args
 
 
@@ -310,28 +321,32 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         say(f"expnet: {expnet_note}")
     explainers = build_explainers(names, overrides, expnet_training, args.layer)
 
-    workloads: dict[str, Callable[[], int]] = {"forward_all": forward_workload(setup.model, all_batches),
-                                               "forward_subset": forward_workload(setup.model, subset_batches)}
-    references = {"forward_all": "forward_all", "forward_subset": "forward_subset"}
-    explainer_workloads = {}
+    forward = {"forward_all": forward_steps(setup.model, all_batches),
+               "forward_subset": forward_steps(setup.model, subset_batches)}
+    workloads: dict[str, PairedWorkload] = {}
+    tallies: dict[str, ModelCallTally] = {}
+    references: dict[str, str] = {}
     errors: dict[str, str] = {}
-    say("warm-up: every method on its shortest batch")
+    say("warm-up: every method and the forward pass on their shortest batch")
+    for step in forward.values():
+        step[0]()
     for name, explainer in explainers.items():
-        expensive = name in args.expensive
-        batches = subset_batches if expensive else all_batches
+        reference = "forward_subset" if name in args.expensive else "forward_all"
+        batches = subset_batches if reference == "forward_subset" else all_batches
         try:
-            ExplainerWorkload(setup.model, explainer, smallest_batch(batches))()
+            explainer_steps(setup.model, explainer, batches[:1], ModelCallTally())[0]()
         except Exception as error:  # noqa: BLE001 - one failing method must not stop the benchmark
             errors[name] = f"{type(error).__name__}: {error}"
             say(f"  {name} FAILED on warm-up: {errors[name]}")
             continue
-        explainer_workloads[name] = workloads[name] = ExplainerWorkload(setup.model, explainer, batches)
-        references[name] = "forward_subset" if expensive else "forward_all"
-    for name in ("forward_all", "forward_subset"):
-        workloads[name]()
+        tallies[name] = ModelCallTally()
+        workloads[name] = PairedWorkload(explainer_steps(setup.model, explainer, batches, tallies[name]),
+                                         forward[reference])
+        references[name] = reference
 
-    say(f"timing {len(workloads)} workloads x {args.rounds} rounds (batch size {args.batch_size})")
-    timings = interleaved_rounds(workloads, args.rounds, args.min_seconds)
+    say(f"timing {len(workloads)} methods x {args.rounds} rounds, each batch beside a plain forward pass on the "
+        f"same batch (batch size {args.batch_size})")
+    timings = paired_rounds(workloads, args.rounds, args.min_seconds)
     summary = summarise(timings, references)
     rows = []
     for record in summary.to_dict("records"):
@@ -341,8 +356,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         rows.append({**record, "family": "reference" if is_forward else explainer.family,
                      "n_examples": len(subset) if record["reference"] == "forward_subset" else len(examples),
                      "batch_size": args.batch_size,
-                     "model_calls_per_example": (1.0 if is_forward
-                                                 else explainer_workloads[name].model_calls_per_example),
+                     "model_calls_per_example": 1.0 if is_forward else tallies[name].per_example,
                      "threads": threads, "settings": "" if is_forward else explainer_settings(explainer),
                      "error": "", "source": source})
     for name, error in errors.items():
@@ -364,8 +378,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     chart_path = args.output_dir / "attribution_throughput.png"
     save_chart(table, chart_path, f"{setup.model_source}; batch {args.batch_size}; {threads} thread(s)")
 
-    say(f"\nThroughput (median of {args.rounds} interleaved rounds; ratio = median per-round ratio to the forward "
-        f"pass on the same texts;\nexpensive methods ran on {len(subset)} of the {len(examples)} texts: "
+    say(f"\nThroughput (median of {args.rounds} rounds; ratio = median over rounds of the ratio to a forward pass "
+        f"timed beside it, batch by batch;\nexpensive methods ran on {len(subset)} of the {len(examples)} texts: "
         "throughput is per example, their reference is forward_subset)")
     say(table[["method", "family", "n_examples", "examples_per_s", "ratio_to_forward", "model_calls_per_example"]]
         .to_string(index=False, float_format=lambda v: f"{v:.4g}"))

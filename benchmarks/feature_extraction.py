@@ -6,9 +6,11 @@ Run from the project root with the virtualenv active:
     python benchmarks/feature_extraction.py --quick    # a tiny run (seconds)
     python benchmarks/feature_extraction.py --help
 
-Measured in ONE process, side by side, in interleaved rounds (the order of the methods alternates
-from round to round) and summarised by the median over rounds, so that a CPU shared with other jobs
-slows every method alike and the RATIOS stay meaningful even when absolute numbers do not:
+Measured in ONE process, side by side: every method is timed batch by batch, each batch right next to
+the reference method on the same batch (which goes first alternates), in several rounds (method order
+reversed every other round); the table gives medians over rounds of examples/s and of the paired ratio
+to the reference. A CPU shared with other jobs then slows a method and its reference alike, so the
+RATIOS stay meaningful even when the absolute numbers do not:
 
 1. throughput: examples/s of a plain forward pass (`output_attentions=False`), of the same forward pass
    asking for attentions, and of `extract_attention_features` (forward with attentions + one row per
@@ -32,8 +34,6 @@ import csv
 import math
 import os
 import resource
-import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -51,7 +51,7 @@ DEFAULT_OUTPUT_DIR = PROJECT_ROOT / "data" / "08_reporting" / "benchmarks"
 RATIONALE_ROLES = ("rationale_test", "rationale_val", "rationale_train")
 FEATURE_COLUMNS = ["section", "method", "n_examples", "batch_size", "examples_per_s", "reference",
                    "ratio_to_reference", "peak_python_mib", "peak_rss_above_start_mib", "process_max_rss_mib",
-                   "output_rows", "rounds", "threads", "source"]
+                   "output_rows", "max_tokens", "rounds", "threads", "source"]
 
 
 def say(message: str) -> None:
@@ -146,55 +146,91 @@ def describe_texts(examples: pd.DataFrame) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Interleaved timing
+# Paired, interleaved timing
 # ----------------------------------------------------------------------------------------------------
 
-def time_workload(workload: Callable[[], int], min_seconds: float) -> tuple[float, int]:
-    """Run `workload` (returns the examples it processed) until `min_seconds` have passed, at least once.
-    Returns (seconds, examples) in total: short workloads are repeated so their timing is not noise."""
+Step = Callable[[], int]  # processes one batch, returns the number of examples in it
+
+
+@dataclass
+class PairedWorkload:
+    """A method's steps (one per batch) and the reference method's steps on the very same batches."""
+
+    steps: list[Step]
+    reference_steps: list[Step]
+
+    def __post_init__(self) -> None:
+        if len(self.steps) != len(self.reference_steps) or not self.steps:
+            raise ValueError(f"a paired workload needs one reference step per step (and at least one); got "
+                             f"{len(self.steps)} steps and {len(self.reference_steps)} reference steps")
+
+
+def time_step(step: Step, min_seconds: float) -> tuple[float, int]:
+    """Run `step` until `min_seconds` have passed (at least once); returns (seconds, examples) in total.
+    Short steps are repeated so that one timing is not dominated by timer and scheduler noise."""
     examples, started = 0, time.perf_counter()
     while True:
-        examples += workload()
+        examples += step()
         elapsed = time.perf_counter() - started
         if elapsed >= min_seconds:
             return elapsed, examples
 
 
-def interleaved_rounds(workloads: dict[str, Callable[[], int]], rounds: int, min_seconds: float = 0.0,
-                       label: str = "") -> pd.DataFrame:
-    """Time every workload once per round, alternating the order (forward, then reversed) from round to
-    round so slow drifts in background load hit every method alike. Returns one row per round and method:
-    round, method, seconds, examples, examples_per_s."""
+def paired_rounds(workloads: dict[str, PairedWorkload], rounds: int, min_seconds: float = 0.0,
+                  label: str = "") -> pd.DataFrame:
+    """Time each method batch by batch, each batch right next to the reference on the same batch.
+
+    Which of the two goes first alternates from batch to batch and round to round, and the order of the
+    methods is reversed every other round, so background load (other jobs on the CPU) hits a method and
+    its reference alike. Returns one row per round and method: seconds, examples, reference_seconds,
+    reference_examples, examples_per_s, reference_examples_per_s and ratio (examples_per_s over the
+    reference's examples_per_s in the same round).
+    """
     if rounds < 1:
         raise ValueError(f"--rounds must be at least 1, got {rounds}")
     names = list(workloads)
     rows = []
     for round_index in range(rounds):
-        order = names if round_index % 2 == 0 else names[::-1]
-        for name in order:
-            seconds, examples = time_workload(workloads[name], min_seconds)
-            rows.append({"round": round_index, "method": name, "seconds": seconds, "examples": examples,
-                         "examples_per_s": examples / seconds})
-            say(f"  {label}round {round_index + 1}/{rounds} {name:<28} {examples / seconds:10.2f} ex/s "
-                f"({examples} ex in {seconds:.2f} s)")
+        for name in names if round_index % 2 == 0 else names[::-1]:
+            workload = workloads[name]
+            totals = np.zeros(4)  # seconds, examples, reference seconds, reference examples
+            for index, (step, reference) in enumerate(zip(workload.steps, workload.reference_steps)):
+                if (index + round_index) % 2 == 0:
+                    totals[2:] += time_step(reference, min_seconds)
+                    totals[:2] += time_step(step, min_seconds)
+                else:
+                    totals[:2] += time_step(step, min_seconds)
+                    totals[2:] += time_step(reference, min_seconds)
+            seconds, examples, reference_seconds, reference_examples = totals
+            row = {"round": round_index, "method": name, "seconds": seconds, "examples": int(examples),
+                   "reference_seconds": reference_seconds, "reference_examples": int(reference_examples),
+                   "examples_per_s": examples / seconds,
+                   "reference_examples_per_s": reference_examples / reference_seconds}
+            row["ratio"] = row["examples_per_s"] / row["reference_examples_per_s"]
+            rows.append(row)
+            say(f"  {label}round {round_index + 1}/{rounds} {name:<24} {row['examples_per_s']:9.3f} ex/s "
+                f"({int(examples)} ex in {seconds:.2f} s); reference {row['reference_examples_per_s']:8.2f} ex/s; "
+                f"ratio {row['ratio']:.4g}")
     return pd.DataFrame(rows)
 
 
-def summarise_rounds(timings: pd.DataFrame, reference: str) -> pd.DataFrame:
-    """Per method: median examples/s over rounds, and the median over rounds of the per-round ratio to
-    `reference` (paired within a round, so background load common to both cancels)."""
-    per_round = timings.pivot(index="round", columns="method", values="examples_per_s")
+def summarise_pairs(timings: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Per method: median over rounds of examples/s and of the paired ratio to the reference. The
+    reference's own row pools all its timings of a round (every pairing) and has ratio 1."""
     rows = []
-    for method in dict.fromkeys(timings["method"]):
-        rows.append({"method": method, "examples_per_s": float(per_round[method].median()),
-                     "reference": reference,
-                     "ratio_to_reference": float((per_round[method] / per_round[reference]).median()),
-                     "rounds": len(per_round)})
+    pooled = timings.groupby("round")[["reference_examples", "reference_seconds"]].sum()
+    rows.append({"method": reference,
+                 "examples_per_s": float((pooled["reference_examples"] / pooled["reference_seconds"]).median()),
+                 "reference": reference, "ratio_to_reference": 1.0, "rounds": len(pooled)})
+    for method, group in timings.groupby("method", sort=False):
+        rows.append({"method": method, "examples_per_s": float(group["examples_per_s"].median()),
+                     "reference": reference, "ratio_to_reference": float(group["ratio"].median()),
+                     "rounds": len(group)})
     return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------------------------------
-# Workloads
+# Steps (one batch each)
 # ----------------------------------------------------------------------------------------------------
 
 def length_batches(examples: pd.DataFrame, batch_size: int) -> list[list[int]]:
@@ -204,42 +240,49 @@ def length_batches(examples: pd.DataFrame, batch_size: int) -> list[list[int]]:
     return list(iter_batches(list(examples["input_ids"]), batch_size))
 
 
-def forward_workload(model: torch.nn.Module, examples: pd.DataFrame, batch_size: int, pad_token_id: int,
-                     output_attentions: bool = False, bf16: bool = False) -> Callable[[], int]:
-    """One inference pass over every example (batched, padded per batch) under `torch.inference_mode`."""
+def forward_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: int, pad_token_id: int,
+                  output_attentions: bool = False, bf16: bool = False) -> list[Step]:
+    """Per batch: pad it and run one inference forward pass under `torch.inference_mode`."""
     from learned_attribution.models.classifier import pad_batch
 
     ids = list(examples["input_ids"])
-    batches = length_batches(examples, batch_size)
 
-    def run() -> int:
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            for batch in batches:
+    def step_for(batch: list[int]) -> Step:
+        def run() -> int:
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id)
                 model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=output_attentions)
-        return len(ids)
+            return len(batch)
+        return run
 
-    return run
+    return [step_for(batch) for batch in length_batches(examples, batch_size)]
 
 
-def extraction_workload(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, batch_size: int,
-                        layer: int, chunk_size: int = 2000) -> Callable[[], int]:
-    """`extract_attention_features` over every example, consuming (and dropping) each chunk."""
+def extraction_steps(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, batch_size: int,
+                     layer: int) -> list[Step]:
+    """Per batch: `extract_attention_features` on that batch's examples (forward with attentions, then one
+    row per token, as a DataFrame that is dropped)."""
     from learned_attribution.models.features import extract_attention_features, frame_token_ids
 
-    def run() -> int:
-        for _chunk in extract_attention_features(model, examples, layer, batch_size, tokenizer.pad_token_id,
-                                                 frame_token_ids(tokenizer), tokenizer, chunk_size):
-            pass
-        return len(examples)
+    special = frame_token_ids(tokenizer)
 
-    return run
+    def step_for(batch: list[int]) -> Step:
+        rows = examples.iloc[batch]
+
+        def run() -> int:
+            for _chunk in extract_attention_features(model, rows, layer, batch_size, tokenizer.pad_token_id,
+                                                     special, tokenizer, chunk_size=len(rows)):
+                pass
+            return len(rows)
+        return run
+
+    return [step_for(batch) for batch in length_batches(examples, batch_size)]
 
 
-def training_step_workload(model: torch.nn.Module, examples: pd.DataFrame, batch_size: int, pad_token_id: int,
-                           bf16: bool) -> Callable[[], int]:
-    """Training steps as `fine_tune` takes them (autocast forward, fp32 loss, backward, clipping, AdamW)
-    over every example, on a private copy of the model so the measured model is left untouched."""
+def training_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: int, pad_token_id: int,
+                   bf16: bool) -> list[Step]:
+    """Training steps as `fine_tune` takes them (autocast forward, fp32 loss, backward, clipping, AdamW),
+    one per batch, on a private copy of the model so the measured model is left untouched."""
     from learned_attribution.models.classifier import pad_batch
 
     model = copy.deepcopy(model).train()
@@ -247,10 +290,9 @@ def training_step_workload(model: torch.nn.Module, examples: pd.DataFrame, batch
     loss_fn = torch.nn.CrossEntropyLoss()
     ids = list(examples["input_ids"])
     labels = torch.as_tensor(np.arange(len(ids)) % model.config.num_labels)  # any labels: only time counts
-    batches = length_batches(examples, batch_size)
 
-    def run() -> int:
-        for batch in batches:
+    def step_for(batch: list[int]) -> Step:
+        def run() -> int:
             input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
@@ -259,9 +301,10 @@ def training_step_workload(model: torch.nn.Module, examples: pd.DataFrame, batch
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        return len(ids)
+            return len(batch)
+        return run
 
-    return run
+    return [step_for(batch) for batch in length_batches(examples, batch_size)]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -280,6 +323,19 @@ def current_rss_bytes() -> float:
 def process_max_rss_mib() -> float:
     """Peak RSS of the whole process so far (getrusage ru_maxrss, KiB on Linux): never goes down."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def release_freed_memory() -> None:
+    """Hand memory that glibc's malloc keeps after frees back to the OS (no-op elsewhere), so that the RSS
+    before a measurement is not inflated by what earlier measurements freed."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 class RssSampler:
@@ -320,14 +376,12 @@ def measure_extraction_memory(model: torch.nn.Module, tokenizer, examples: pd.Da
     """Extract features for `examples` and write them chunk by chunk to one Parquet file (as the pipeline
     writes its parts), recording peak memory. Only the current chunk is held, so the peak depends on
     `chunk_size`, not on the number of examples."""
-    import gc
-
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from learned_attribution.models.features import extract_attention_features, frame_token_ids
 
-    gc.collect()
+    release_freed_memory()
     start_rss = current_rss_bytes()
     tracemalloc.start()
     rows = 0
@@ -355,11 +409,13 @@ def measure_extraction_memory(model: torch.nn.Module, tokenizer, examples: pd.Da
 # Main
 # ----------------------------------------------------------------------------------------------------
 
-def warm_up(workloads, skip: bool) -> None:
-    """Run every workload once, untimed (first-call costs: allocator, kernels, lazy imports); skipped by --quick."""
+def warm_up(workloads: Sequence[PairedWorkload], skip: bool) -> None:
+    """Run the first step of every workload and its reference once, untimed (first-call costs: allocator,
+    kernels, lazy imports); skipped by --quick."""
     if not skip:
         for workload in workloads:
-            workload()
+            workload.steps[0]()
+            workload.reference_steps[0]()
 
 
 def positive_int(text: str) -> int:
@@ -386,7 +442,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-root", type=Path, default=PROJECT_ROOT / "data", help="the project's data folder")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR, help="where the CSV (and PNG) go")
     parser.add_argument("--quick", action="store_true",
-                        help="a tiny run (a few texts, 2 rounds) to check that it works; its numbers mean little")
+                        help="a tiny run (a few texts, 1 round) to check that it works; its numbers mean little")
 
 
 def set_threads(threads: int | None) -> int:
@@ -417,7 +473,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--skip-memory", action="store_true", help="skip the memory section")
     args = parser.parse_args(argv)
     if args.quick:
-        args.n_texts, args.rounds, args.precision_rounds = min(args.n_texts, 8), 2, 2
+        args.n_texts, args.rounds, args.precision_rounds = min(args.n_texts, 8), 1, 1
         args.n_precision, args.n_train = 4, 2
         args.batch_size, args.train_batch_size, args.chunk_size = 4, 2, 4
         args.memory_sizes = args.memory_sizes or [4, 12]
@@ -448,15 +504,15 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                          "source": source, **record})
 
     say(f"[1/3] throughput: plain forward vs attention feature extraction, batch {args.batch_size}")
+    plain = forward_steps(setup.model, examples, args.batch_size, pad)
     workloads = {
-        "forward_plain": forward_workload(setup.model, examples, args.batch_size, pad),
-        "forward_with_attentions": forward_workload(setup.model, examples, args.batch_size, pad,
-                                                    output_attentions=True),
-        "attention_features": extraction_workload(setup.model, setup.tokenizer, examples, args.batch_size,
-                                                  args.layer),
+        "forward_with_attentions": PairedWorkload(
+            forward_steps(setup.model, examples, args.batch_size, pad, output_attentions=True), plain),
+        "attention_features": PairedWorkload(
+            extraction_steps(setup.model, setup.tokenizer, examples, args.batch_size, args.layer), plain),
     }
-    warm_up(workloads.values(), args.quick)
-    add_rows("throughput", summarise_rounds(interleaved_rounds(workloads, args.rounds), "forward_plain"),
+    warm_up(list(workloads.values()), args.quick)
+    add_rows("throughput", summarise_pairs(paired_rounds(workloads, args.rounds), "forward_plain"),
              len(examples), args.batch_size)
 
     if not args.skip_precision:
@@ -464,18 +520,17 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
             f"training steps on {args.n_train} texts, batch {args.train_batch_size})")
         forward_examples = setup.examples.iloc[:args.n_precision]
         train_examples = setup.examples.iloc[:args.n_train]
-        forward_pair = {"forward_fp32": forward_workload(setup.model, forward_examples, args.batch_size, pad),
-                        "forward_bf16": forward_workload(setup.model, forward_examples, args.batch_size, pad,
-                                                         bf16=True)}
-        train_pair = {"train_step_fp32": training_step_workload(setup.model, train_examples, args.train_batch_size,
-                                                                pad, bf16=False),
-                      "train_step_bf16": training_step_workload(setup.model, train_examples, args.train_batch_size,
-                                                                pad, bf16=True)}
+        forward_pair = {"forward_bf16": PairedWorkload(
+            forward_steps(setup.model, forward_examples, args.batch_size, pad, bf16=True),
+            forward_steps(setup.model, forward_examples, args.batch_size, pad))}
+        train_pair = {"train_step_bf16": PairedWorkload(
+            training_steps(setup.model, train_examples, args.train_batch_size, pad, bf16=True),
+            training_steps(setup.model, train_examples, args.train_batch_size, pad, bf16=False))}
         warm_up([*forward_pair.values(), *train_pair.values()], args.quick)
-        forward_timings = interleaved_rounds(forward_pair, args.precision_rounds)
-        add_rows("precision", summarise_rounds(forward_timings, "forward_fp32"), len(forward_examples), args.batch_size)
-        train_timings = interleaved_rounds(train_pair, args.precision_rounds)
-        add_rows("precision", summarise_rounds(train_timings, "train_step_fp32"), len(train_examples),
+        forward_timings = paired_rounds(forward_pair, args.precision_rounds)
+        add_rows("precision", summarise_pairs(forward_timings, "forward_fp32"), len(forward_examples), args.batch_size)
+        train_timings = paired_rounds(train_pair, args.precision_rounds)
+        add_rows("precision", summarise_pairs(train_timings, "train_step_fp32"), len(train_examples),
                  args.train_batch_size)
 
     if not args.skip_memory:
@@ -502,9 +557,11 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                              "peak_python_mib": result.peak_python_mib,
                              "peak_rss_above_start_mib": result.peak_rss_above_start_mib,
                              "process_max_rss_mib": result.process_max_rss_mib, "output_rows": result.output_rows,
+                             "max_tokens": int(setup.examples["input_ids"].iloc[:size].map(len).max()),
                              "threads": threads, "source": source, "chunk_size": result.chunk_size})
 
     table = pd.DataFrame(rows).reindex(columns=FEATURE_COLUMNS + ["chunk_size"])
+    table = table.astype({"output_rows": "Int64", "max_tokens": "Int64", "chunk_size": "Int64", "rounds": "Int64"})
     args.output_dir.mkdir(parents=True, exist_ok=True)
     path = args.output_dir / "feature_extraction.csv"
     table.to_csv(path, index=False)
@@ -515,15 +572,18 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
 def print_report(table: pd.DataFrame) -> None:
     timed = table[table["section"] != "memory"]
-    say("\nThroughput (median over interleaved rounds; ratio = median of per-round ratios to the reference)")
+    say("\nThroughput (medians over rounds; ratio = median over rounds of the batch-by-batch paired ratio to the "
+        "reference)")
     say(timed[["section", "method", "n_examples", "batch_size", "examples_per_s", "reference",
                "ratio_to_reference"]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     memory = table[table["section"] == "memory"]
     if len(memory):
         say("\nPeak memory of the extraction (python = tracemalloc: Python objects + numpy/pandas buffers, not "
-            "torch's allocator;\nRSS above start = sampled resident memory of the process minus its value before "
-            "the run, approximate;\nratio = python peak / python peak of the same mode at the smallest size)")
-        say(memory[["method", "n_examples", "chunk_size", "output_rows", "peak_python_mib",
+            "torch's allocator;\nRSS above start = sampled resident memory of the process minus its value just "
+            "before the run (freed malloc memory\nreturned to the OS first); it includes torch's tensors, e.g. the "
+            "attentions of every layer for the longest batch;\nratio = python peak / python peak of the same mode "
+            "at the smallest size)")
+        say(memory[["method", "n_examples", "chunk_size", "max_tokens", "output_rows", "peak_python_mib",
                     "peak_rss_above_start_mib", "process_max_rss_mib", "ratio_to_reference"]]
             .to_string(index=False, float_format=lambda v: f"{v:.2f}"))
 

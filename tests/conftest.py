@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("KEDRO_DISABLE_TELEMETRY", "1")
+# Nothing is downloaded in tests; set before transformers is imported, which reads it once.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

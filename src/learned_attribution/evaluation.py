@@ -12,10 +12,10 @@ import torch
 from tqdm.auto import tqdm
 
 from learned_attribution.explainers import Batch, Explainer
+from learned_attribution.explainers.base import make_batch as batch_from_ids
 from learned_attribution.metrics.plausibility import (MethodScores, all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                       finite_scores, random_scores, threshold_mask, top_k_mask)
-from learned_attribution.models.classifier import pad_batch
-from learned_attribution.models.features import frame_token_ids, special_token_mask
+from learned_attribution.models.features import frame_token_ids
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +37,10 @@ def rationale_test_examples(predictions: pd.DataFrame, role: str = "rationale_te
 
 
 def make_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int], tokenizer) -> Batch:
-    ids, mask = pad_batch(input_ids, tokenizer.pad_token_id)
-    return Batch(input_ids=ids, attention_mask=mask, target=torch.as_tensor(list(target), dtype=torch.long),
-                 special_mask=special_token_mask(ids, mask, frame_token_ids(tokenizer)),
-                 mask_token_id=tokenizer.mask_token_id if tokenizer.mask_token_id is not None else tokenizer.pad_token_id,
-                 pad_token_id=tokenizer.pad_token_id)
+    """A padded explainer batch for token id lists, with the tokenizer's special ids."""
+    mask_id = tokenizer.mask_token_id if tokenizer.mask_token_id is not None else tokenizer.pad_token_id
+    return batch_from_ids(input_ids, target, pad_token_id=tokenizer.pad_token_id, mask_token_id=mask_id,
+                          frame_token_ids=frame_token_ids(tokenizer))
 
 
 @dataclass

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from transformers import BertConfig, BertForSequenceClassification
 
 from learned_attribution.explainers import Batch, build_explainer
+from learned_attribution.explainers.base import make_batch as base_make_batch
 from learned_attribution.explainers import activation as act
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
@@ -29,15 +31,8 @@ def tiny_classifier(num_layers: int) -> BertForSequenceClassification:
 
 
 def make_batch(rows: list[list[int]]) -> Batch:
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((len(rows), width), PAD, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for i, row in enumerate(rows):
-        input_ids[i, :len(row)] = torch.tensor(row)
-        attention_mask[i, :len(row)] = 1
-    special = (attention_mask == 0) | (input_ids == CLS) | (input_ids == SEP)
-    return Batch(input_ids=input_ids, attention_mask=attention_mask, target=torch.zeros(len(rows), dtype=torch.long),
-                 special_mask=special, mask_token_id=MASK, pad_token_id=PAD)
+    """Right-padded batch; [CLS], [SEP] and padding are special."""
+    return base_make_batch(rows, [0] * len(rows), pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=(CLS, SEP, PAD))
 
 
 @pytest.fixture(scope="module")

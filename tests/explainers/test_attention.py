@@ -6,11 +6,13 @@ import copy
 import numpy as np
 import pytest
 import torch
+
 from transformers import BertConfig, BertForSequenceClassification
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from transformers.modeling_utils import AttentionInterface
 
 from learned_attribution.explainers import Batch, build_explainer
+from learned_attribution.explainers.base import make_batch as base_make_batch
 from learned_attribution.explainers import attention as att
 
 METHODS = {
@@ -35,16 +37,8 @@ def tiny_classifier(seed: int = 0, attn_implementation: str = "eager") -> BertFo
 
 
 def make_batch(rows: list[list[int]], targets: list[int]) -> Batch:
-    """Right-padded batch; row tokens include [CLS] (id 1) first and [SEP] (id 2) last."""
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((len(rows), width), PAD, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for i, row in enumerate(rows):
-        input_ids[i, :len(row)] = torch.tensor(row)
-        attention_mask[i, :len(row)] = 1
-    special = (attention_mask == 0) | (input_ids == 1) | (input_ids == 2)
-    return Batch(input_ids=input_ids, attention_mask=attention_mask, target=torch.tensor(targets),
-                 special_mask=special, mask_token_id=MASK, pad_token_id=PAD)
+    """Right-padded batch; [CLS], [SEP] and padding are special."""
+    return base_make_batch(rows, targets, pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=(1, 2, PAD))
 
 
 ROWS = [[1, 7, 12, 30, 5, 9, 2], [1, 22, 8, 2], [1, 17, 33, 11, 26, 2]]

@@ -5,9 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+
 from transformers import BertConfig, BertForSequenceClassification
 
 from learned_attribution.explainers import Batch, build_explainer
+from learned_attribution.explainers.base import make_batch as base_make_batch
 from learned_attribution.explainers import gradient as grad
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
@@ -26,15 +28,7 @@ def tiny_classifier(seed: int = 0) -> BertForSequenceClassification:
 
 def make_batch(rows: list[list[int]], targets: list[int]) -> Batch:
     """Right-padded batch; [CLS], [SEP] and padding are special."""
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((len(rows), width), PAD, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for i, row in enumerate(rows):
-        input_ids[i, :len(row)] = torch.tensor(row)
-        attention_mask[i, :len(row)] = 1
-    special = (attention_mask == 0) | (input_ids == CLS) | (input_ids == SEP)
-    return Batch(input_ids=input_ids, attention_mask=attention_mask, target=torch.tensor(targets),
-                 special_mask=special, mask_token_id=MASK, pad_token_id=PAD)
+    return base_make_batch(rows, targets, pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=(CLS, SEP, PAD))
 
 
 class BagOfEmbeddings(torch.nn.Module):

@@ -35,19 +35,34 @@ def smoke_crosstask_outputs() -> list[Path]:
 
 
 @pytest.fixture(scope="session")
-def smoke_crosstask_run(tmp_path_factory) -> Path:
-    """data/smoke holding the smoke crosstask outputs. When any is missing, runs the crosstask pipeline
-    in the smoke environment once (MLflow to a temporary SQLite store, not the project's mlflow.db)."""
-    if any(not path.is_file() for path in smoke_crosstask_outputs()):
-        from kedro.framework.session import KedroSession
-        from kedro.framework.startup import bootstrap_project
+def smoke_tracking_uri(tmp_path_factory) -> str:
+    """A temporary SQLite MLflow store for the smoke runs (never the project's mlflow.db)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('smoke_mlflow') / 'mlflow.db'}"
 
-        tracking_uri = f"sqlite:///{tmp_path_factory.mktemp('smoke_mlflow') / 'mlflow.db'}"
-        with in_project_root():
-            bootstrap_project(PROJECT_ROOT)
-            with KedroSession.create(project_path=PROJECT_ROOT, env="smoke",
-                                     runtime_params={"mlflow": {"tracking_uri": tracking_uri}}) as session:
-                session.run(pipeline_name="crosstask")
+
+def run_smoke(pipeline_name: str, tracking_uri: str, extra_params: dict | None = None) -> None:
+    """`kedro run --pipeline <name> --env smoke` in a real Kedro session, MLflow to `tracking_uri`."""
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    params = {"mlflow": {"tracking_uri": tracking_uri, "experiment": "crosstask-smoke"}, **(extra_params or {})}
+    with in_project_root():
+        bootstrap_project(PROJECT_ROOT)
+        with KedroSession.create(project_path=PROJECT_ROOT, env="smoke", runtime_params=params) as session:
+            session.run(pipeline_name=pipeline_name)
+
+
+@pytest.fixture(scope="session")
+def smoke_runner():
+    """`run_smoke` for tests that run further smoke pipelines themselves."""
+    return run_smoke
+
+
+@pytest.fixture(scope="session")
+def smoke_crosstask_run(smoke_tracking_uri) -> Path:
+    """data/smoke holding fresh smoke crosstask outputs: the pipeline runs once per test session, so
+    tests never read outputs of older code."""
+    run_smoke("crosstask", smoke_tracking_uri)
     missing = [str(path) for path in smoke_crosstask_outputs() if not path.is_file()]
     assert not missing, f"crosstask --env smoke did not write {missing}"
     return SMOKE_DATA

@@ -3,8 +3,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from kedro.framework.session import KedroSession
-from kedro.framework.startup import bootstrap_project
 from mlflow.tracking import MlflowClient
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -16,22 +14,9 @@ METHODS = {"expnet", "raw_attention", "attention_rollout", "gae", "attcat", "att
 pytestmark = pytest.mark.integration
 
 
-def run(pipeline_name: str, tracking_uri: str, extra: dict | None = None) -> None:
-    bootstrap_project(PROJECT_ROOT)
-    params = {"mlflow": {"tracking_uri": tracking_uri, "experiment": "crosstask-test"}, **(extra or {})}
-    with KedroSession.create(project_path=PROJECT_ROOT, env="smoke", runtime_params=params) as session:
-        session.run(pipeline_name=pipeline_name)
-
-
 @pytest.fixture(scope="module")
-def tracking_uri(tmp_path_factory):
-    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tracking_uri):
-    run("crosstask", tracking_uri)
-    return MlflowClient(tracking_uri)
+def smoke_run(smoke_crosstask_run, smoke_tracking_uri):
+    return MlflowClient(smoke_tracking_uri)
 
 
 def test_every_fold_scores_fourteen_methods_and_the_floors(smoke_run):
@@ -60,7 +45,7 @@ def test_every_fold_scores_fourteen_methods_and_the_floors(smoke_run):
 
 def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
     client = smoke_run
-    experiment = client.get_experiment_by_name("crosstask-test")
+    experiment = client.get_experiment_by_name("crosstask-smoke")
     runs = client.search_runs([experiment.experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
@@ -80,11 +65,11 @@ def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
     assert {"crosstask_metrics.csv", "crosstask_summary.md"} <= {a.path for a in client.list_artifacts(parents[0].info.run_id)}
 
 
-def test_a_failing_run_marks_its_runs_failed(smoke_run, tracking_uri):
+def test_a_failing_run_marks_its_runs_failed(smoke_run, smoke_tracking_uri, smoke_runner):
     with pytest.raises(Exception):
-        run("folds", tracking_uri, {"crosstask": {"expnet": {"not_a_setting": 1}}})
-    client = MlflowClient(tracking_uri)
-    experiment = client.get_experiment_by_name("crosstask-test")
+        smoke_runner("folds", smoke_tracking_uri, {"crosstask": {"expnet": {"not_a_setting": 1}}})
+    client = MlflowClient(smoke_tracking_uri)
+    experiment = client.get_experiment_by_name("crosstask-smoke")
     runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time DESC"])
     latest_parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     failed = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == latest_parent.info.run_id]

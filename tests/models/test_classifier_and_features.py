@@ -96,8 +96,7 @@ def test_extraction_rows_skip_special_tokens_and_match_direct_computation(tiny_b
                                cls_attention_features(direct)[0, 1].numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_wrong_encoder_name_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_wrong_encoder_name_is_a_clear_error(tmp_path):
     with pytest.raises(EncoderNotFoundError, match="encoder.name_or_path"):
         load_tokenizer("no-such-org/no-such-model-xyz")
     (tmp_path / "config.json").write_text("{}")

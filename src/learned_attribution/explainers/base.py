@@ -8,7 +8,7 @@ and padding positions are returned but never used: callers mask them with `batch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Sequence
 
 import torch
 
@@ -69,3 +69,17 @@ def predicted_class_probability(model: torch.nn.Module, input_ids: torch.Tensor,
     """Softmax probability of `target` per row: the quantity every perturbation method watches."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
     return torch.softmax(logits.float(), dim=-1).gather(1, target[:, None]).squeeze(1)
+
+
+def make_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int], *, pad_token_id: int, mask_token_id: int,
+               frame_token_ids: Sequence[int]) -> Batch:
+    """Right-pad token id lists into a `Batch`; `frame_token_ids` ([CLS], [SEP], [PAD]) and padding are special."""
+    width = max(len(row) for row in input_ids)
+    ids = torch.full((len(input_ids), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(ids)
+    for i, row in enumerate(input_ids):
+        ids[i, :len(row)] = torch.as_tensor(list(row), dtype=torch.long)
+        attention_mask[i, :len(row)] = 1
+    special = torch.isin(ids, torch.as_tensor(list(frame_token_ids), dtype=torch.long)) | (attention_mask == 0)
+    return Batch(input_ids=ids, attention_mask=attention_mask, target=torch.as_tensor(list(target), dtype=torch.long),
+                 special_mask=special, mask_token_id=mask_token_id, pad_token_id=pad_token_id)

@@ -231,10 +231,8 @@ def score_external(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithf
 
     metrics = score_fold(token_scores, predictions, faithfulness, budget, _crosstask_settings(crosstask, settings),
                          seed, fold=settings["expnet_fold"], held_out_task="external")
-    metrics = metrics.reindex(columns=METRIC_COLUMNS)
-    metrics["classifier_task"] = settings["classifier_task"]
-    metrics["file"] = str(settings["file"])
-    return metrics
+    metrics = metrics.assign(classifier_task=settings["classifier_task"], file=str(settings["file"]))
+    return metrics.reindex(columns=[*METRIC_COLUMNS, *EXTRA_COLUMNS])
 
 
 def metrics_partition_name(settings: dict[str, Any]) -> str:
@@ -282,7 +280,8 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
                                                                     "layer", "bootstrap") if k in crosstask}})}
         numbers = {**fold_metric_entries(metrics),
                    **{f"budget/{k}": float(v) for k, v in budget.items() if isinstance(v, int | float)},
-                   "examples/in_file": float(len(predictions)), "examples/with_rationale_tokens": float(with_rationale.sum()),
+                   "examples/in_file": float(len(predictions)),
+                   "examples/with_rationale_tokens": float(with_rationale.sum()),
                    "examples/truncated": float(predictions["truncated"].sum()),
                    "examples/explain_failures": float(len(failures)),
                    "classifier/accuracy_in_file": float(predictions["correct"].mean())}
