@@ -283,7 +283,7 @@ def training_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: i
                    bf16: bool) -> list[Step]:
     """Training steps as `fine_tune` takes them (autocast forward, fp32 loss, backward, clipping, AdamW),
     one per batch, on a private copy of the model so the measured model is left untouched."""
-    from learned_attribution.models.classifier import pad_batch
+    from learned_attribution.models.classifier import pad_batch, training_step
 
     model = copy.deepcopy(model).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -294,13 +294,7 @@ def training_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: i
     def step_for(batch: list[int]) -> Step:
         def run() -> int:
             input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-            loss = loss_fn(logits.float(), labels[batch])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            training_step(model, optimizer, loss_fn, input_ids, attention_mask, labels[batch], bf16)
             return len(batch)
         return run
 

@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from learned_attribution.explainers.activation import default_afn_layer  # one rule for the AFN layer (SPEC §10)
+
 
 class TextTooLongError(ValueError):
     """A text with more tokens than `max_length`."""
@@ -36,13 +38,6 @@ class TokenizedText:
     def content_positions(self) -> list[int]:
         """Positions of the non-special tokens."""
         return [i for i, word in enumerate(self.word_ids) if word is not None]
-
-
-def default_afn_layer(num_layers: int) -> int:
-    """Two thirds of the depth, rounded: 4 of 6 (MiniLM), 8 of 12 (bert-base)."""
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
-        raise ValueError(f"num_layers={num_layers!r}: must be a positive integer")
-    return round(2 * num_layers / 3)
 
 
 def resolve_afn_layer(layer: int | None, num_layers: int) -> int:

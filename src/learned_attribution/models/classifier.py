@@ -125,15 +125,9 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
         batches = length_grouped_batches(lengths, config.batch_size, shuffle=True, seed=config.seed + epoch)
         for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", leave=False):
             input_ids, attention_mask = pad_batch([train_ids[i] for i in batch], pad_token_id)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=use_bf16):
-                logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-            loss = loss_fn(logits.float(), labels[batch])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            loss = training_step(model, optimizer, loss_fn, input_ids, attention_mask, labels[batch], use_bf16)
             scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            running += loss.item() * len(batch)
+            running += loss * len(batch)
             seen += len(batch)
         probabilities = predict_proba(model, val_ids, config.batch_size * 2, pad_token_id, use_bf16)
         metrics = classification_metrics(val_labels, probabilities.argmax(1))
@@ -147,6 +141,19 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
         model.load_state_dict(best_state)
     model.eval()
     return result
+
+
+def training_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: torch.nn.Module,
+                  input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, bf16: bool) -> float:
+    """One optimisation step (forward, fp32 loss, backward, gradient clipping at 1, update); returns the loss."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    loss = loss_fn(logits.float(), labels)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
 
 
 @torch.inference_mode()
