@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
+import functools
 import math
 import os
 import resource
@@ -358,45 +359,67 @@ class RssSampler:
 @dataclass
 class MemoryResult:
     n_examples: int
-    chunk_size: int
+    chunk_size: int | None  # None: not an extraction
     output_rows: int
     peak_python_mib: float  # tracemalloc peak: Python objects and numpy/pandas buffers (not torch's allocator)
     peak_rss_above_start_mib: float  # sampled RSS peak minus RSS at the start (all allocators, approximate)
     process_max_rss_mib: float  # ru_maxrss after the run (process lifetime peak)
 
 
-def measure_extraction_memory(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, batch_size: int,
-                              layer: int, chunk_size: int, output_path: Path) -> MemoryResult:
+def write_features(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, batch_size: int, layer: int,
+                   chunk_size: int, output_path: Path) -> int:
     """Extract features for `examples` and write them chunk by chunk to one Parquet file (as the pipeline
-    writes its parts), recording peak memory. Only the current chunk is held, so the peak depends on
-    `chunk_size`, not on the number of examples."""
+    writes its parts); returns the number of token rows written. Only the current chunk is held."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from learned_attribution.models.features import extract_attention_features, frame_token_ids
 
+    rows, writer = 0, None
+    try:
+        for chunk in extract_attention_features(model, examples, layer, batch_size, tokenizer.pad_token_id,
+                                                frame_token_ids(tokenizer), tokenizer, chunk_size):
+            table = pa.Table.from_pandas(chunk, preserve_index=False)
+            if writer is None:
+                writer = pq.ParquetWriter(output_path, table.schema)
+            writer.write_table(table)
+            rows += len(chunk)
+            del chunk, table
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
+
+
+def run_all(steps: Sequence[Step]) -> Callable[[], int]:
+    """One callable running every step; it writes no feature rows, so it returns 0."""
+
+    def run() -> int:
+        for step in steps:
+            step()
+        return 0
+
+    return run
+
+
+def measure_memory(run: Callable[[], int], n_examples: int, chunk_size: int) -> MemoryResult:
+    """Peak memory of `run` (returns the rows it wrote), run twice: once watching the process RSS, once
+    under tracemalloc (separately, because tracemalloc's own bookkeeping would inflate the RSS)."""
     release_freed_memory()
     start_rss = current_rss_bytes()
+    with RssSampler() as sampler:
+        rows = run()
+    release_freed_memory()
     tracemalloc.start()
-    rows = 0
-    writer = None
     try:
-        with RssSampler() as sampler:
-            for chunk in extract_attention_features(model, examples, layer, batch_size, tokenizer.pad_token_id,
-                                                    frame_token_ids(tokenizer), tokenizer, chunk_size):
-                table = pa.Table.from_pandas(chunk, preserve_index=False)
-                if writer is None:
-                    writer = pq.ParquetWriter(output_path, table.schema)
-                writer.write_table(table)
-                rows += len(chunk)
-                del chunk, table
+        traced_rows = run()
         _, peak_python = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-        if writer is not None:
-            writer.close()
-    return MemoryResult(len(examples), chunk_size, rows, peak_python / 2 ** 20,
-                        (sampler.peak - start_rss) / 2 ** 20, process_max_rss_mib())
+    if traced_rows != rows:
+        raise RuntimeError(f"the two runs wrote {rows} and {traced_rows} rows; expected the same")
+    return MemoryResult(n_examples, chunk_size, rows, peak_python / 2 ** 20, (sampler.peak - start_rss) / 2 ** 20,
+                        process_max_rss_mib())
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -529,28 +552,35 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
     if not args.skip_memory:
         say(f"[3/3] memory of the extraction written to Parquet: sizes {list(args.memory_sizes)}, "
-            f"chunked ({args.chunk_size} examples per chunk) and unchunked (one chunk) for contrast")
+            f"chunked ({args.chunk_size} examples per chunk), unchunked (one chunk) for contrast, and a plain "
+            "forward pass for the model's own working memory")
         sizes = sorted(args.memory_sizes)
         with tempfile.TemporaryDirectory() as folder:
             results = {}
-            for mode in ("chunked", "unchunked"):
+            for mode in ("forward_plain", "extraction_chunked", "extraction_unchunked"):
                 for size in sizes:
-                    chunk_size = args.chunk_size if mode == "chunked" else size
-                    result = measure_extraction_memory(setup.model, setup.tokenizer, setup.examples.iloc[:size],
-                                                       args.batch_size, args.layer, chunk_size,
-                                                       Path(folder) / f"{mode}_{size}.parquet")
+                    subset = setup.examples.iloc[:size]
+                    chunk_size = size if mode == "extraction_unchunked" else args.chunk_size
+                    if mode == "forward_plain":  # the model's own working memory, for comparison
+                        run, chunk_size = run_all(forward_steps(setup.model, subset, args.batch_size, pad)), None
+                    else:
+                        run = functools.partial(write_features, setup.model, setup.tokenizer, subset,
+                                                args.batch_size, args.layer, chunk_size,
+                                                Path(folder) / f"{mode}_{size}.parquet")
+                    result = measure_memory(run, size, chunk_size)
                     results[(mode, size)] = result
-                    say(f"  {mode:<9} n={size:<6} rows={result.output_rows:<8} python peak "
+                    say(f"  {mode:<21} n={size:<6} rows={result.output_rows:<8} python peak "
                         f"{result.peak_python_mib:8.1f} MiB, RSS peak above start "
                         f"{result.peak_rss_above_start_mib:8.1f} MiB")
             for (mode, size), result in results.items():
                 reference = results[(mode, sizes[0])]
-                rows.append({"section": "memory", "method": f"extraction_{mode}", "n_examples": size,
-                             "batch_size": args.batch_size, "reference": f"extraction_{mode} n={sizes[0]}",
+                rows.append({"section": "memory", "method": mode, "n_examples": size,
+                             "batch_size": args.batch_size, "reference": f"{mode} n={sizes[0]}",
                              "ratio_to_reference": result.peak_python_mib / reference.peak_python_mib,
                              "peak_python_mib": result.peak_python_mib,
                              "peak_rss_above_start_mib": result.peak_rss_above_start_mib,
-                             "process_max_rss_mib": result.process_max_rss_mib, "output_rows": result.output_rows,
+                             "process_max_rss_mib": result.process_max_rss_mib,
+                             "output_rows": result.output_rows if mode != "forward_plain" else None,
                              "max_tokens": int(setup.examples["input_ids"].iloc[:size].map(len).max()),
                              "threads": threads, "source": source, "chunk_size": result.chunk_size})
 
@@ -572,11 +602,12 @@ def print_report(table: pd.DataFrame) -> None:
                "ratio_to_reference"]].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     memory = table[table["section"] == "memory"]
     if len(memory):
-        say("\nPeak memory of the extraction (python = tracemalloc: Python objects + numpy/pandas buffers, not "
-            "torch's allocator;\nRSS above start = sampled resident memory of the process minus its value just "
-            "before the run (freed malloc memory\nreturned to the OS first); it includes torch's tensors, e.g. the "
-            "attentions of every layer for the longest batch;\nratio = python peak / python peak of the same mode "
-            "at the smallest size)")
+        say("\nPeak memory of the extraction written to Parquet.\n"
+            "python = tracemalloc peak: Python objects + numpy/pandas buffers (not torch's allocator);\n"
+            "RSS above start = sampled resident memory minus its value just before the run, in a separate run "
+            "without tracemalloc,\n  freed malloc memory returned to the OS first; it includes torch's working "
+            "memory for the longest batch\n  (forward_plain: the model alone, no features);\n"
+            "ratio = python peak / python peak of the same mode at the smallest size")
         say(memory[["method", "n_examples", "chunk_size", "max_tokens", "output_rows", "peak_python_mib",
                     "peak_rss_above_start_mib", "process_max_rss_mib", "ratio_to_reference"]]
             .to_string(index=False, float_format=lambda v: f"{v:.2f}"))
