@@ -34,7 +34,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
+import yaml
 
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers in feature_extraction.py
 
 from feature_extraction import (PairedWorkload, Step, add_common_arguments, describe_texts,  # noqa: E402
@@ -56,7 +58,6 @@ QUICK_SETTINGS = {"lime": {"n_samples": 16}, "kernel_shap": {"n_samples": 16}, "
 
 def parse_setting(text: str) -> tuple[str, str, object]:
     """`method.key=value` (value parsed as YAML: 1000, 0.5, null, true) -> (method, key, value)."""
-    import yaml
 
     head, sep, value = text.partition("=")
     method, dot, key = head.partition(".")
@@ -93,16 +94,47 @@ def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
     return quick_expnet(n_features, seed), f"ExpNet trained for 2 epochs on random features ({note}); same cost"
 
 
-def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_training, layer: int) -> dict:
-    """Every requested explainer at its default settings plus `overrides`."""
+def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tuple[dict, str]:
+    """{variant name: ExpNet+}: the pipeline's retrained variants when present (`fit_expnet_plus`'s pickle),
+    else every variant of conf/base/parameters_crosstask.yml with an untrained network (same cost)."""
+    from learned_attribution.models.expnet_plus import ExpNetPlus, GatedExpNet, Variant, head_of_columns
+    from learned_attribution.models.signals import columns_for
+
+    if path.exists():
+        with open(path, "rb") as handle:
+            return pickle.load(handle), f"trained variants {path}"
+    specs = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
+    torch.manual_seed(seed)
+    models = {}
+    for name, settings in specs["variants"].items():
+        variant = Variant.from_params(name, settings or {})
+        columns = columns_for(variant.feature_sets, n_heads, n_layers)
+        net = GatedExpNet(len(columns), specs["training"]["hidden"],
+                          head_of_columns(columns) if variant.gating else None).eval()
+        models[name] = ExpNetPlus(variant, columns, net, np.zeros(len(columns), np.float32),
+                                  np.ones(len(columns), np.float32))
+    return models, f"untrained networks ({path} not found); same cost"
+
+
+def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_training, expnet_plus: dict,
+                     layer: int, tokenizer) -> dict:
+    """Every requested explainer at its default settings plus `overrides`; `expnet_plus` becomes one
+    entry per variant (`expnet_plus:<variant>`)."""
     from learned_attribution.explainers import build_explainer
+    from learned_attribution.models.signals import continuation_token_ids
 
     explainers = {}
     for name in names:
         settings = dict(overrides.get(name, {}))
-        if name == "expnet":
-            settings = {"training": expnet_training, "layer": layer, **settings}
-        explainers[name] = build_explainer(name, **settings)
+        if name == "expnet_paper":
+            explainers[name] = build_explainer(name, **{"training": expnet_training, "layer": layer, **settings})
+        elif name == "expnet_plus":
+            continuation = continuation_token_ids(tokenizer)
+            for variant, model in expnet_plus.items():
+                explainers[f"expnet_plus:{variant}"] = build_explainer(
+                    name, **{"model": model, "layer": layer, "continuation_ids": continuation, **settings})
+        else:
+            explainers[name] = build_explainer(name, **settings)
     return explainers
 
 
@@ -207,9 +239,18 @@ def targets_table(table: pd.DataFrame) -> pd.DataFrame:
     ratios to the forward pass on their own texts (like for like when they ran on different numbers of texts)."""
     by_method = table.set_index("method")
     rows = []
-    if "expnet" not in by_method.index or not np.isfinite(by_method.at["expnet", "ratio_to_forward"]):
+    from learned_attribution.models.signals import GRADIENT_SETS
+
+    for method, record in by_method.iterrows():
+        if method.startswith("expnet_plus:") and np.isfinite(record["ratio_to_forward"]):
+            gradients = any(s in record["settings"] for s in GRADIENT_SETS)
+            required = 0.5 if gradients else 0.8  # issue 06: with / without a backward pass
+            rows.append({"target": f"{method} / plain forward pass ({'gradients' if gradients else 'no gradients'})",
+                         "measured": record["ratio_to_forward"], "required": required,
+                         "met": bool(record["ratio_to_forward"] >= required)})
+    if "expnet_paper" not in by_method.index or not np.isfinite(by_method.at["expnet_paper", "ratio_to_forward"]):
         return pd.DataFrame(rows)
-    expnet_relative = by_method.at["expnet", "ratio_to_forward"]
+    expnet_relative = by_method.at["expnet_paper", "ratio_to_forward"]
     for other, target in TARGETS:
         if other not in by_method.index:
             continue
@@ -219,8 +260,8 @@ def targets_table(table: pd.DataFrame) -> pd.DataFrame:
             value, what = expnet_relative / by_method.at[other, "ratio_to_forward"], f"ExpNet / {other}"
         rows.append({"target": what, "measured": value, "required": target, "met": bool(value >= target)})
     rows.append({"target": "ExpNet examples/s (paper: 13.9 on its hardware)",
-                 "measured": by_method.at["expnet", "examples_per_s"], "required": PAPER_EXPNET_EXAMPLES_PER_S,
-                 "met": bool(by_method.at["expnet", "examples_per_s"] >= PAPER_EXPNET_EXAMPLES_PER_S)})
+                 "measured": by_method.at["expnet_paper", "examples_per_s"], "required": PAPER_EXPNET_EXAMPLES_PER_S,
+                 "met": bool(by_method.at["expnet_paper", "examples_per_s"] >= PAPER_EXPNET_EXAMPLES_PER_S)})
     return pd.DataFrame(rows)
 
 
@@ -314,12 +355,18 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     subset_batches = make_batches(subset, args.batch_size, setup.tokenizer, predicted)
 
     n_features = 2 * setup.model.config.num_attention_heads
-    expnet_training, expnet_note = (None, "")
-    if "expnet" in names:
+    expnet_training, expnet_note, expnet_plus, expnet_plus_note = None, "", {}, ""
+    if "expnet_paper" in names:
         expnet_path = args.expnet or args.data_root / "06_models" / f"expnet_{setup.task}.pkl"
         expnet_training, expnet_note = load_expnet(expnet_path, n_features, args.seed)
-        say(f"expnet: {expnet_note}")
-    explainers = build_explainers(names, overrides, expnet_training, args.layer)
+        say(f"expnet_paper: {expnet_note}")
+    if "expnet_plus" in names:
+        config = setup.model.config
+        expnet_plus, expnet_plus_note = expnet_plus_models(
+            args.data_root / "06_models" / f"expnet_plus_variants_{setup.task}.pkl", config.num_attention_heads,
+            config.num_hidden_layers, args.seed)
+        say(f"expnet_plus: {expnet_plus_note}")
+    explainers = build_explainers(names, overrides, expnet_training, expnet_plus, args.layer, setup.tokenizer)
 
     forward = {"forward_all": forward_steps(setup.model, all_batches),
                "forward_subset": forward_steps(setup.model, subset_batches)}
@@ -367,8 +414,11 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                      "source": source})
     table = pd.DataFrame(rows).reindex(columns=ATTRIBUTION_COLUMNS)
     table = table.sort_values("examples_per_s", ascending=False, na_position="last").reset_index(drop=True)
-    if expnet_note and "expnet" in set(table["method"]):
-        table.loc[table["method"] == "expnet", "settings"] += f" ({expnet_note})"
+    if expnet_note and "expnet_paper" in set(table["method"]):
+        table.loc[table["method"] == "expnet_paper", "settings"] += f" ({expnet_note})"
+    plus_rows = table["method"].str.startswith("expnet_plus:")
+    table.loc[plus_rows, "settings"] = [f"{explainers[m].model.variant.describe()} ({expnet_plus_note})"
+                                        for m in table.loc[plus_rows, "method"]]
 
     args.output_dir.mkdir(parents=True, exist_ok=True)
     csv_path = args.output_dir / "attribution_throughput.csv"

@@ -131,8 +131,8 @@ def method_masks(scores: list[np.ndarray], rho: float, threshold: float | None =
     return [top_k_mask(finite_scores(s), budget_k(len(s), rho)) for s in scores]
 
 
-def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, thresholds: dict[str, float],
-              learned_methods: Sequence[str], fold: str, held_out_task: str, n_boot: int, seed: int,
+def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, thresholds: dict[str, dict[str, float]],
+              fold: str, held_out_task: str, n_boot: int, seed: int,
               sample_ids: Sequence[str] | None = None) -> pd.DataFrame:
     """The metrics table of one fold: every method x rule x subset, plus the floors.
 
@@ -140,8 +140,8 @@ def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, th
     the seeded `sample` on which the expensive methods ran (every method is scored there too, so
     that comparisons with them are like for like). A method is scored on the examples of the subset
     it explained; `n_examples` says how many.
-    `thresholds` maps an own-rule name of the learned explainers (e.g. "own" -> 0.5,
-    "own_calibrated" -> the validation-calibrated threshold) to its threshold.
+    `thresholds` maps each learned explainer to its own rules: rule name (e.g. "own" -> 0.5,
+    "own_calibrated" -> its validation-calibrated threshold) -> threshold. Other methods' own rule is top-k.
     """
     examples = examples.set_index("example_id")
     rows = []
@@ -171,7 +171,7 @@ def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, th
                 continue
             scores = [np.asarray(by_id.at[i, "scores"], dtype=float) for i in present]
             method_gold = [gold_labels(examples.at[i, "token_labels"]) for i in present]
-            own_rules = thresholds if method in learned_methods else {"own": None}
+            own_rules = thresholds.get(method, {"own": None})
             for rule, threshold in {"matched": None, **own_rules}.items():
                 rows.append({**base, "method": method, "family": group["family"].iloc[0], "rule": rule,
                              "classifier_accuracy": float(examples.loc[present, "correct"].mean()),

@@ -121,8 +121,25 @@ class MlflowFoldRunsHook:
             client.log_figure(run_id, data, "metrics.png")
         elif name == "heatmaps":
             client.log_text(run_id, data, "heatmaps.html")
-        elif name in ("expnet_history", "explain_cost", "explain_failures"):
+        elif name in ("expnet_history", "explain_cost", "explain_failures", "expnet_plus_selection"):
             client.log_text(run_id, data.to_csv(index=False), f"{name}.csv")
+        elif name == "expnet_plus_ablation":
+            client.log_text(run_id, data.to_csv(index=False), "expnet_plus_ablation.csv")
+            variants = data[data["description"].ne("best baseline") & data["description"].ne("floor")]
+            self._log_metrics(run_id, {f"expnet_plus_ablation/{r['variant']}/{metric}": float(r[metric])
+                                       for r in variants.to_dict("records")
+                                       for metric in ("val_auroc", "auroc", "auprc", "f1_matched", "f1_own_calibrated")
+                                       if pd.notna(r[metric])})
+        elif name == "expnet_plus":
+            import torch
+
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "expnet_plus_weights.pt"
+                torch.save({"variant": data.variant, "columns": data.columns, "state_dict": data.net.state_dict(),
+                            "target_mean": data.target_mean, "target_std": data.target_std,
+                            "calibrated_threshold": data.calibrated_threshold}, path)
+                client.log_artifact(run_id, str(path))
+            client.set_tag(run_id, "expnet_plus_variant", data.variant.name)
         elif name == "expnet":
             import torch
 

@@ -53,7 +53,7 @@ def _token_cells(tokens: Sequence[str], values: Sequence[float], color: str) -> 
 
 def heatmap_page(title: str, examples: list[dict], methods: Sequence[str]) -> str:
     """An HTML page: for each example, a row of tokens per method coloured by score (gold first)."""
-    palette = {"gold": "0,150,0", "expnet": "220,40,40"}
+    palette = {"gold": "0,150,0", "expnet_plus": "220,40,40", "expnet_paper": "230,120,0"}
     parts = [f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
              "body{font-family:sans-serif;max-width:1100px;margin:auto} span{padding:1px 2px;border-radius:3px}"
              " td{padding:4px;vertical-align:top} .m{color:#555;white-space:nowrap}</style></head><body>",
@@ -83,3 +83,30 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     rule = "|" + "|".join("---" for _ in formatted.columns) + "|"
     body = ["| " + " | ".join(map(str, row)) + " |" for row in formatted.itertuples(index=False)]
     return "\n".join([header, rule, *body])
+
+
+def ablation_chart(ablation: pd.DataFrame) -> plt.Figure:
+    """Per fold: AUROC and matched-budget F1 of every ExpNet+ variant (selected one highlighted) with 95%
+    intervals, the best baseline's as a solid line and the all-tokens floor's F1 as a dashed line."""
+    folds = list(dict.fromkeys(ablation["fold"]))
+    figure, axes = plt.subplots(len(folds), 2, figsize=(13, 3.2 * len(folds)), squeeze=False)
+    for row, fold in enumerate(folds):
+        rows = ablation[ablation["fold"] == fold]
+        variants = rows[~rows["description"].isin(["best baseline", "floor"])]
+        baseline = rows[rows["description"] == "best baseline"]
+        floor = rows[rows["variant"].str.startswith("all_tokens")]
+        for axis, metric in zip(axes[row], ("auroc", "f1_matched")):
+            values = variants[metric].to_numpy()
+            errors = np.abs(np.vstack([values - variants[f"{metric}_low"].to_numpy(),
+                                       variants[f"{metric}_high"].to_numpy() - values]))
+            colors = ["tab:red" if selected else "tab:gray" for selected in variants["selected"]]
+            axis.barh(variants["variant"], values, xerr=errors, color=colors, capsize=2)
+            if len(baseline):
+                axis.axvline(baseline[metric].iloc[0], color="tab:blue", label=f"best baseline: {baseline['variant'].iloc[0]}")
+            if metric == "f1_matched" and len(floor):
+                axis.axvline(floor[metric].iloc[0], color="black", linestyle="--", label="floor: all tokens")
+            axis.set_title(f"{fold}: {metric} (red = chosen on validation)", fontsize=9)
+            axis.legend(loc="lower right", fontsize=7)
+            axis.tick_params(axis="y", labelsize=7)
+    figure.tight_layout()
+    return figure

@@ -90,9 +90,11 @@ def test_attribution_throughput_quick(scripts, tmp_path):
         assert by_method.at[expensive, "reference"] == "forward_subset"
     assert by_method.at["lime", "model_calls_per_example"] == 16
     assert by_method.at["integrated_gradients", "model_calls_per_example"] == 8
-    assert by_method.at["expnet", "model_calls_per_example"] == 1
+    assert by_method.at["expnet_paper", "model_calls_per_example"] == 1
+    plus = [m for m in by_method.index if m.startswith("expnet_plus:")]
+    assert len(plus) >= 2 and (by_method.loc[plus, "model_calls_per_example"] == 1).all()
     assert (tmp_path / "attribution_throughput.png").stat().st_size > 1000
 
     targets = pd.read_csv(tmp_path / "attribution_targets.csv")
-    assert len(targets) == 5
+    assert len(targets) == 5 + len(plus)  # ExpNet (paper) targets and one cost target per ExpNet+ variant
     assert positive_finite(targets["measured"])

@@ -8,7 +8,7 @@ from mlflow.tracking import MlflowClient
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SMOKE = PROJECT_ROOT / "data" / "smoke"
 FOLDS = ("heldout_hatexplain", "heldout_sst2", "heldout_cola")
-METHODS = {"expnet", "raw_attention", "attention_rollout", "gae", "attcat", "attention_x_gradient", "saliency",
+METHODS = {"expnet_plus", "expnet_paper", "raw_attention", "attention_rollout", "gae", "attcat", "attention_x_gradient", "saliency",
            "input_x_gradient", "integrated_gradients", "grad_cam", "occlusion", "lime", "kernel_shap", "afn_norm"}
 
 pytestmark = pytest.mark.integration
@@ -19,15 +19,15 @@ def smoke_run(smoke_crosstask_run, smoke_tracking_uri):
     return MlflowClient(smoke_tracking_uri)
 
 
-def test_every_fold_scores_fourteen_methods_and_the_floors(smoke_run):
+def test_every_fold_scores_fifteen_methods_and_the_floors(smoke_run):
     metrics = pd.read_csv(SMOKE / "08_reporting" / "crosstask_metrics.csv")
     assert set(metrics["fold"]) == set(FOLDS)
     for fold, rows in metrics.groupby("fold"):
         assert set(rows.loc[rows["family"] != "floor", "method"]) == METHODS, fold
         assert {"all_tokens", "random"} <= set(rows.loc[rows["family"] == "floor", "method"])
         assert set(rows["subset"]) >= {"all", "sample"}
-        expnet_rules = set(rows.loc[rows["method"] == "expnet", "rule"])
-        assert expnet_rules == {"matched", "own", "own_calibrated"}
+        for learned in ("expnet_plus", "expnet_paper"):
+            assert set(rows.loc[rows["method"] == learned, "rule"]) == {"matched", "own", "own_calibrated"}
         sample = rows[rows["subset"] == "sample"]
         # Every method, ExpNet included, is scored on the same sample, with faithfulness beside it.
         assert sample.loc[sample["family"] != "floor", "n_examples"].nunique() == 1
@@ -41,6 +41,36 @@ def test_every_fold_scores_fourteen_methods_and_the_floors(smoke_run):
         assert "<html>" in (report / f"heatmaps_{task}.html").read_text()
     summary = (SMOKE / "08_reporting" / "crosstask_summary.md").read_text()
     assert all(f"## {fold}" in summary for fold in FOLDS) and "Paper (bert-base)" in summary
+    assert "ExpNet+ (chosen variant)" in summary
+
+
+def test_expnet_plus_selection_and_ablation(smoke_run):
+    """Every configured variant is validated both ways on the training tasks and scored on the held-out
+    one; exactly one is chosen, it is the one with the best mean validation AUROC, and it is the ExpNet+
+    the fold explains with (its ablation AUROC equals the fold's expnet_plus AUROC)."""
+    import yaml
+
+    variants = set(yaml.safe_load((PROJECT_ROOT / "conf/smoke/parameters_crosstask.yml").read_text())
+                   ["crosstask"]["expnet_plus"]["variants"])
+    ablation = pd.read_csv(SMOKE / "08_reporting" / "expnet_plus_ablation.csv")
+    metrics = pd.read_csv(SMOKE / "08_reporting" / "crosstask_metrics.csv")
+    for fold in FOLDS:
+        task = fold.removeprefix("heldout_")
+        selection = pd.read_csv(SMOKE / "08_reporting" / "crosstask" / f"expnet_plus_selection_{task}.csv")
+        assert set(selection["variant"]) == variants
+        assert len(selection[selection["direction"] != "mean"]) == 2 * len(variants)
+        means = selection[selection["direction"] == "mean"].set_index("variant")["val_auroc"]
+        chosen = selection.loc[selection["selected"], "variant"].unique()
+        assert list(chosen) == [means.idxmax()]
+        rows = ablation[ablation["fold"] == fold]
+        assert variants <= set(rows["variant"])
+        assert {"best baseline", "floor"} <= set(rows["description"])
+        chosen_row = rows[rows["selected"]]
+        fold_row = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus")
+                           & (metrics["subset"] == "all") & (metrics["rule"] == "matched")]
+        assert chosen_row["auroc"].iloc[0] == pytest.approx(fold_row["auroc"].iloc[0], abs=1e-4)
+    assert (SMOKE / "08_reporting" / "expnet_plus_ablation.png").stat().st_size > 10_000
+    assert "# ExpNet+ ablation" in (SMOKE / "08_reporting" / "expnet_plus_ablation.md").read_text()
 
 
 def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
@@ -56,12 +86,15 @@ def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
         assert child.info.status == "FINISHED"
     for child in children:
         keys = set(child.data.metrics)
-        assert {"expnet/matched/all/auroc", "expnet/own/all/f1", "all_tokens/own/all/f1",
+        assert {"expnet_plus/matched/all/auroc", "expnet_paper/own/all/f1", "all_tokens/own/all/f1",
                 "kernel_shap/matched/sample/comprehensiveness", "classifier/rationale_test/accuracy",
                 "budget/rho"} <= keys
         assert child.data.params["held_out_task"] == child.info.run_name.removeprefix("heldout_")
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
-        assert {"fold_metrics.csv", "metrics.png", "heatmaps.html", "expnet_weights.pt"} <= artifacts
+        assert {"fold_metrics.csv", "metrics.png", "heatmaps.html", "expnet_weights.pt", "expnet_plus_weights.pt",
+                "expnet_plus_ablation.csv", "expnet_plus_selection.csv"} <= artifacts
+        assert any(k.startswith("expnet_plus_ablation/") for k in keys)
+        assert child.data.tags["expnet_plus_variant"]
     assert {"crosstask_metrics.csv", "crosstask_summary.md"} <= {a.path for a in client.list_artifacts(parents[0].info.run_id)}
 
 

@@ -99,6 +99,7 @@ def _artifacts(n_heads_by_task: dict[str, int], n_features: int):
         artifacts[f"classifier_{task}"] = _Fake(model=_Fake(config=config), task=task)
         artifacts[f"expnet_heldout_{task}"] = _Fake(feature_mean=np.zeros(n_features), calibrated_threshold=0.125,
                                                     fold=task)
+        artifacts[f"expnet_plus_heldout_{task}"] = _Fake(fold=task)
         artifacts[f"budget_heldout_{task}"] = {"rho": {"hatexplain": 0.4, "sst2": 0.3, "cola": 0.2}[task],
                                                "threshold": 0.5, "calibrated_threshold": 0.125}
     return artifacts
@@ -106,8 +107,8 @@ def _artifacts(n_heads_by_task: dict[str, int], n_features: int):
 
 def test_the_chosen_classifier_and_fold_are_selected_and_encoders_must_match():
     settings = {"file": "f.jsonl", "classifier_task": "cola", "expnet_fold": "heldout_sst2"}
-    classifier, expnet, budget = select_fold_artifacts(settings, **_artifacts({}, n_features=4))
-    assert classifier.task == "cola" and expnet.fold == "sst2"
+    classifier, expnet, expnet_plus, budget = select_fold_artifacts(settings, **_artifacts({}, n_features=4))
+    assert classifier.task == "cola" and expnet.fold == "sst2" and expnet_plus.fold == "sst2"
     assert budget == {"rho": 0.3, "threshold": 0.5, "calibrated_threshold": 0.125}
     with pytest.raises(ValueError, match="reads 4 attention features but the cola classifier has 12 heads"):
         select_fold_artifacts(settings, **_artifacts({"cola": 12}, n_features=4))
@@ -183,9 +184,10 @@ def test_evaluate_external_on_smoke_writes_the_metrics_table_and_one_mlflow_run(
     assert set(metrics["fold"]) == {"heldout_sst2"} and set(metrics["held_out_task"]) == {"external"}
     assert set(metrics["classifier_task"]) == {"sst2"} and set(metrics["file"]) == {str(source)}
     scored = metrics[metrics["family"] != "floor"]
-    assert set(scored["method"]) == {"expnet", *crosstask["baselines"]}
+    assert set(scored["method"]) == {"expnet_plus", "expnet_paper", *crosstask["baselines"]}
     assert set(metrics.loc[metrics["family"] == "floor", "method"]) == {"all_tokens", "random"}
-    assert set(metrics.loc[metrics["method"] == "expnet", "rule"]) == {"matched", "own", "own_calibrated"}
+    for learned in ("expnet_plus", "expnet_paper"):
+        assert set(metrics.loc[metrics["method"] == learned, "rule"]) == {"matched", "own", "own_calibrated"}
     everything = metrics[metrics["subset"] == "all"]
     cheap = everything[~everything["method"].isin(crosstask["expensive"])]
     assert (cheap["n_examples"] == 12).all()  # max_examples: every example of the file has a rationale
@@ -204,7 +206,7 @@ def test_evaluate_external_on_smoke_writes_the_metrics_table_and_one_mlflow_run(
     assert run.data.params["expnet_fold"] == "heldout_sst2"
     expected = fold_metric_entries(metrics)
     assert set(expected) <= set(run.data.metrics)
-    for key in ("expnet/matched/all/auroc", "gae/own/all/f1", "all_tokens/own/all/f1"):
+    for key in ("expnet_plus/matched/all/auroc", "expnet_paper/own/all/f1", "gae/own/all/f1", "all_tokens/own/all/f1"):
         assert run.data.metrics[key] == pytest.approx(expected[key])
     assert run.data.metrics["examples/in_file"] == 30
     assert {"external_metrics.csv", "metrics.png", "explain_failures.csv", "explain_cost.csv"} <= {

@@ -33,7 +33,7 @@ def test_the_results_notebook_runs_on_the_smoke_outputs(smoke_crosstask_run, mon
     html = "\n".join(o["data"].get("text/html", "") for o in outputs if "data" in o)
     for fold in FOLDS:  # the comparison table's columns and a heading per fold
         assert fold in html
-    assert "all_tokens" in html and "expnet" in html and "random" in html
+    assert "all_tokens" in html and "expnet_plus" in html and "expnet_paper" in html and "random" in html
     images = [o for o in outputs if "data" in o and "image/png" in o["data"]]
     assert len(images) == len(FOLDS)
     heatmap_blocks = html.count("<td class='m'>gold</td>")

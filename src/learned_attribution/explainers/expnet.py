@@ -1,18 +1,26 @@
-"""ExpNet as an explainer: one forward pass for the attention features, then the tiny network."""
+"""The learned explainers: the paper's ExpNet and ExpNet+ (issue 06), each one pass of the classifier then a tiny network."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
 from learned_attribution.models.expnet import ExpNetTraining
+from learned_attribution.models.expnet_plus import ExpNetPlus
 from learned_attribution.models.features import cls_attention_features, layer_attention
+from learned_attribution.models.signals import token_signals
 
 from .base import Attribution, Batch, Explainer, register
 
 
-@register("expnet")
+def _masked(probabilities: np.ndarray, batch: Batch) -> Attribution:
+    scores = torch.as_tensor(np.where(batch.special_mask.numpy(), 0.0, probabilities), dtype=torch.float32)
+    return Attribution(scores=scores, model_calls=1)
+
+
+@register("expnet_paper")
 class ExpNetExplainer(Explainer):
-    """Scores are ExpNet's token probabilities from the explained classifier's attention (SPEC §5-6)."""
+    """The paper's ExpNet (SPEC §5-6): token probabilities from the explained classifier's attention only
+    (2H inputs: [CLS] -> token and token -> [CLS] per head of one layer)."""
 
     family = "learned"
 
@@ -26,6 +34,29 @@ class ExpNetExplainer(Explainer):
         attention = layer_attention(model, batch.input_ids, batch.attention_mask, self.layer)
         features = cls_attention_features(attention).float().numpy()  # [B, T, 2H]
         flat = features.reshape(-1, features.shape[-1])
-        probabilities = self.training.predict(flat).reshape(features.shape[:2])
-        scores = torch.as_tensor(np.where(batch.special_mask.numpy(), 0.0, probabilities), dtype=torch.float32)
-        return Attribution(scores=scores, model_calls=1)
+        return _masked(self.training.predict(flat).reshape(features.shape[:2]), batch)
+
+
+@register("expnet_plus")
+class ExpNetPlusExplainer(Explainer):
+    """ExpNet+ (issue 06): the same kind of network over the signals its variant reads (see
+    `models/signals.py`); variants with gradient sets add a backward pass through the last layer
+    (the `saliency` set: through all layers)."""
+
+    family = "learned"
+
+    def __init__(self, model: ExpNetPlus, layer: int = -1, continuation_ids: torch.Tensor | None = None):
+        self.model = model
+        self.layer = layer
+        self.continuation_ids = continuation_ids
+
+    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        signals = token_signals(model, batch.input_ids, batch.attention_mask, batch.target,
+                                self.model.variant.feature_sets, self.layer, self.continuation_ids)
+        # Only real tokens enter the network (within-example statistics must not see [CLS], [SEP], padding).
+        keep = ~batch.special_mask.numpy()
+        rows = signals.detach().numpy()[keep]
+        example_ids = np.nonzero(keep)[0]
+        probabilities = np.zeros(keep.shape, dtype=np.float32)
+        probabilities[keep] = self.model.predict(rows, example_ids)
+        return _masked(probabilities, batch)

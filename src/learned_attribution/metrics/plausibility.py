@@ -30,7 +30,30 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import average_precision_score, roc_auc_score
+from scipy.stats import rankdata
+
+
+def auroc_score(gold: np.ndarray, scores: np.ndarray) -> float:
+    """ROC AUC of 0/1 `gold` (both classes present) by the Mann-Whitney statistic with average ranks for
+    ties: equal to sklearn's `roc_auc_score`, ~30x faster on one short example (tested against it)."""
+    gold = np.asarray(gold, dtype=bool)
+    n_pos = int(gold.sum())
+    n_neg = gold.shape[0] - n_pos
+    ranks = rankdata(scores)
+    return float((ranks[gold].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def average_precision(gold: np.ndarray, scores: np.ndarray) -> float:
+    """Average precision as sklearn's `average_precision_score` computes it (sum over distinct score
+    thresholds, highest first, of the recall step times the precision there); tested against it."""
+    gold = np.asarray(gold, dtype=float)
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="mergesort")
+    sorted_scores, sorted_gold = np.asarray(scores, dtype=float)[order], gold[order]
+    last_of_tie = np.r_[np.nonzero(np.diff(sorted_scores))[0], sorted_gold.shape[0] - 1]
+    true_positives = np.cumsum(sorted_gold)[last_of_tie]
+    precision = true_positives / (last_of_tie + 1)
+    recall = true_positives / true_positives[-1]
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
 def budget_k(n_tokens: int, rho: float) -> int:
@@ -167,8 +190,7 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
         total_tp, total_fp, total_fn = total_tp + tp, total_fp + fp, total_fn + fn
         precision, recall, f1 = _prf(tp, fp, fn)
         if 0 < gold.sum() < gold.shape[0]:
-            auroc = float(roc_auc_score(gold, scores))
-            auprc = float(average_precision_score(gold, scores))
+            auroc, auprc = auroc_score(gold, scores), average_precision(gold, scores)
         else:
             auroc = auprc = float("nan")
         rows.append({"example": index, "n_tokens": int(gold.shape[0]), "n_gold": int(gold.sum()),
@@ -190,10 +212,9 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
         precision_micro=precision_micro,
         recall_micro=recall_micro,
         auroc=_nanmean(per_example["auroc"]),
-        auroc_pooled=float(roc_auc_score(pooled_gold, pooled_scores)) if pooled_defined else float("nan"),
+        auroc_pooled=auroc_score(pooled_gold, pooled_scores) if pooled_defined else float("nan"),
         auprc=_nanmean(per_example["auprc"]),
-        auprc_pooled=(float(average_precision_score(pooled_gold, pooled_scores)) if pooled_defined
-                      else float("nan")),
+        auprc_pooled=average_precision(pooled_gold, pooled_scores) if pooled_defined else float("nan"),
         n_auroc_undefined=int(per_example["auroc"].isna().sum()),
         n_nonfinite_scores=int(per_example["nonfinite_scores"].sum()),
         n_constant_scores=int(per_example["constant_scores"].sum()),

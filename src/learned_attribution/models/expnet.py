@@ -27,8 +27,9 @@ class ExpNet(nn.Module):
         return self.layers(features).squeeze(-1)
 
 
-def focal_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: float = 0.25, gamma: float = 2.0) -> torch.Tensor:
-    """Binary focal loss (Lin et al. 2017), mean over tokens:
+def focal_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: float = 0.25, gamma: float = 2.0,
+               reduction: str = "mean") -> torch.Tensor:
+    """Binary focal loss (Lin et al. 2017), mean over tokens (`reduction="none"`: per token):
     -alpha_t (1 - p_t)^gamma log(p_t), alpha_t = alpha for positives and 1 - alpha for negatives."""
     targets = targets.float()
     log_p = nn.functional.logsigmoid(logits)
@@ -36,7 +37,8 @@ def focal_loss(logits: torch.Tensor, targets: torch.Tensor, alpha: float = 0.25,
     log_p_t = targets * log_p + (1 - targets) * log_not_p
     p_t = log_p_t.exp()
     alpha_t = targets * alpha + (1 - targets) * (1 - alpha)
-    return (-alpha_t * (1 - p_t) ** gamma * log_p_t).mean()
+    losses = -alpha_t * (1 - p_t) ** gamma * log_p_t
+    return losses if reduction == "none" else losses.mean()
 
 
 @dataclass

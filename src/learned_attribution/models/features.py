@@ -1,7 +1,7 @@
 """Attention features that ExpNet reads (SPEC §5): per token, [CLS]->token and token->[CLS] attention of every head."""
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,33 +43,48 @@ def layer_attention(model: torch.nn.Module, input_ids: torch.Tensor, attention_m
     return outputs.attentions[layer]
 
 
-@torch.inference_mode()
 def extract_attention_features(model: torch.nn.Module, examples: pd.DataFrame, layer: int, batch_size: int,
                                pad_token_id: int, special_ids: Sequence[int], tokenizer=None,
                                chunk_size: int = 2000) -> Iterator[pd.DataFrame]:
-    """Yield one token-per-row feature table per chunk of `chunk_size` examples (memory stays bounded).
+    """Yield one token-per-row table of the paper's 2H attention features per chunk of `chunk_size` examples.
 
-    `examples` needs `example_id`, `input_ids` and `token_labels`; other columns in
-    `carry` below are copied onto every token row.
+    `examples` needs `example_id`, `input_ids` and `token_labels`; see `extract_token_rows`.
     """
     model.eval()
-    n_heads = model.config.num_attention_heads
-    names = feature_names(n_heads)
+
+    @torch.inference_mode()
+    def compute(input_ids: torch.Tensor, attention_mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return cls_attention_features(layer_attention(model, input_ids, attention_mask, layer)).float()
+
+    return extract_token_rows(examples, compute, feature_names(model.config.num_attention_heads), batch_size,
+                              pad_token_id, special_ids, tokenizer, chunk_size, "attention features")
+
+
+def extract_token_rows(examples: pd.DataFrame, compute: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+                       names: Sequence[str], batch_size: int, pad_token_id: int, special_ids: Sequence[int],
+                       tokenizer=None, chunk_size: int = 2000, description: str = "token features") -> Iterator[pd.DataFrame]:
+    """Yield one token-per-row feature table per chunk of `chunk_size` examples (memory stays bounded).
+
+    `compute(input_ids, attention_mask, target)` returns [B, T, len(names)] features of a padded batch;
+    `target` is the example's `predicted` class (0 when absent). `examples` needs `example_id`,
+    `input_ids` and `token_labels`; the columns in `carry` below are copied onto every token row.
+    """
     carry = [c for c in ("task", "role", "split", "label", "predicted", "probability", "correct") if c in examples]
-    progress = tqdm(total=len(examples), desc="attention features", leave=False)
+    progress = tqdm(total=len(examples), desc=description, leave=False)
     for start in range(0, len(examples), chunk_size):
         chunk = examples.iloc[start:start + chunk_size]
         ids = list(chunk["input_ids"].map(list))
+        targets = chunk["predicted"].to_numpy() if "predicted" in chunk else np.zeros(len(chunk), dtype=int)
         parts = []
         for batch in iter_batches(ids, batch_size):
             input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id)
-            features = cls_attention_features(layer_attention(model, input_ids, attention_mask, layer)).float()
+            features = compute(input_ids, attention_mask, torch.as_tensor(targets[batch], dtype=torch.long))
             special = special_token_mask(input_ids, attention_mask, special_ids)
             for row, index in enumerate(batch):
                 keep = (~special[row]).nonzero().squeeze(1)
                 record = chunk.iloc[index]
                 labels = record["token_labels"]
-                frame = pd.DataFrame(features[row, keep].numpy(), columns=names)
+                frame = pd.DataFrame(features[row, keep].detach().numpy(), columns=list(names))
                 frame.insert(0, "example_id", record["example_id"])
                 frame.insert(1, "position", keep.numpy())
                 tokens = input_ids[row, keep].tolist()

@@ -12,7 +12,7 @@ from learned_attribution.datasets import TrainedClassifier
 from learned_attribution.models.classifier import (TrainingConfig, classification_metrics, fine_tune, predict_proba,
                                                    resolve_bf16, seed_everything)
 from learned_attribution.models.encoder import load_encoder, load_sequence_classifier, load_tokenizer
-from learned_attribution.models.features import extract_attention_features, frame_token_ids
+from learned_attribution.models.features import extract_attention_features, extract_token_rows, frame_token_ids
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +101,26 @@ def attention_features(classifier: TrainedClassifier, predictions: pd.DataFrame,
                                         params["chunk_size"])
     n_parts = int(np.ceil(len(predictions) / params["chunk_size"]))
     # PartitionedDataset calls each loader in turn while saving, so only one chunk is in memory.
+    return {f"part-{i:04d}": (lambda: next(chunks)) for i in range(n_parts)}
+
+
+def explainer_signals(classifier: TrainedClassifier, predictions: pd.DataFrame,
+                      params: dict[str, Any]) -> dict[str, Callable[[], pd.DataFrame]]:
+    """ExpNet+ inputs (issue 06): every feature set of `models.signals` for every rationale example, from
+    the task's classifier explaining its predicted class, as Parquet parts saved lazily one chunk at a time."""
+    from learned_attribution.models.signals import FEATURE_SETS, columns_for, continuation_token_ids, token_signals
+
+    model, tokenizer = classifier.model, classifier.tokenizer
+    feature_sets = list(FEATURE_SETS)
+    continuation = continuation_token_ids(tokenizer)
+    names = columns_for(feature_sets, model.config.num_attention_heads, model.config.num_hidden_layers)
+
+    def compute(input_ids, attention_mask, target):
+        return token_signals(model, input_ids, attention_mask, target, feature_sets, params["layer"], continuation)
+
+    chunks = extract_token_rows(predictions, compute, names, params["batch_size"], tokenizer.pad_token_id,
+                                frame_token_ids(tokenizer), tokenizer, params["chunk_size"], "explainer signals")
+    n_parts = int(np.ceil(len(predictions) / params["chunk_size"]))
     return {f"part-{i:04d}": (lambda: next(chunks)) for i in range(n_parts)}
 
 

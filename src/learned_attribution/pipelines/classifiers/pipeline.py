@@ -1,7 +1,7 @@
 """classifiers: one fine-tuned classifier per task (one template, one namespace per task)."""
 from kedro.pipeline import Pipeline, node, pipeline
 
-from .nodes import attention_features, combine_classifier_metrics, predict_examples, train_classifier
+from .nodes import attention_features, combine_classifier_metrics, explainer_signals, predict_examples, train_classifier
 
 TASKS = ("hatexplain", "sst2", "cola")
 
@@ -14,6 +14,8 @@ def task_template() -> Pipeline:
              ["rationale_predictions", "classifier_metrics"], name="predict_examples"),
         node(attention_features, ["classifier", "rationale_predictions", "params:encoder", "params:features"],
              "attention_features", name="extract_attention_features"),
+        node(explainer_signals, ["classifier", "rationale_predictions", "params:features"], "explainer_signals",
+             name="extract_explainer_signals"),
     ])
 
 

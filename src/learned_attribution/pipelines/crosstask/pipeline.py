@@ -5,7 +5,9 @@ from kedro.pipeline import Pipeline, node, pipeline
 
 from learned_attribution.pipelines import classifiers, data_processing
 
-from .nodes import (combine_folds, crosstask_summary, explain_heldout, fold_faithfulness, heatmaps, plot_fold, score_fold,
+from .nodes import (chosen_expnet_plus, combine_folds, crosstask_summary, explain_heldout, expnet_plus_ablation,
+                    expnet_plus_report,
+                    fit_expnet_plus, fold_faithfulness, heatmaps, plot_fold, score_fold, select_expnet_plus,
                     train_fold_expnet)
 
 TASKS = ("hatexplain", "sst2", "cola")
@@ -24,12 +26,21 @@ def fold_template(held_out_task: str) -> Pipeline:
     return pipeline([
         node(train_fold_expnet, ["train_features_a", "train_features_b", "params:crosstask", "params:seed"],
              ["expnet", "expnet_history", "budget"], name="train_expnet"),
-        node(explain_heldout, ["classifier", "predictions", "expnet", "params:crosstask", "params:seed"],
+        node(select_expnet_plus, ["train_signals_a", "train_signals_b", "budget", "params:crosstask", "params:seed"],
+             "expnet_plus_selection", name="select_expnet_plus"),
+        node(fit_expnet_plus, ["train_signals_a", "train_signals_b", "heldout_signals", "budget", "params:crosstask",
+                               "params:seed"], "expnet_plus_variants", name="fit_expnet_plus"),
+        node(chosen_expnet_plus, ["expnet_plus_variants", "expnet_plus_selection"], "expnet_plus",
+             name="chosen_expnet_plus"),
+        node(_bind(expnet_plus_ablation, fold=fold),
+             ["expnet_plus_variants", "expnet_plus_selection", "heldout_signals", "predictions", "fold_metrics",
+              "budget", "params:crosstask", "params:seed"], "expnet_plus_ablation", name="expnet_plus_ablation"),
+        node(explain_heldout, ["classifier", "predictions", "expnet", "expnet_plus", "params:crosstask", "params:seed"],
              ["token_scores", "explain_failures", "explain_cost"], name="explain_heldout"),
         node(fold_faithfulness, ["classifier", "token_scores", "predictions", "params:crosstask"], "faithfulness",
              name="faithfulness"),
         node(_bind(score_fold, fold=fold, held_out_task=held_out_task),
-             ["token_scores", "predictions", "faithfulness", "budget", "params:crosstask", "params:seed"],
+             ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "params:crosstask", "params:seed"],
              "fold_metrics", name="score_fold"),
         node(_bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
         node(_bind(heatmaps, fold=fold),
@@ -46,12 +57,18 @@ def create_folds() -> Pipeline:
             fold_template(task), namespace=f"heldout_{task}",
             inputs={"train_features_a": f"{train_a}.attention_features",
                     "train_features_b": f"{train_b}.attention_features",
+                    "train_signals_a": f"{train_a}.explainer_signals",
+                    "train_signals_b": f"{train_b}.explainer_signals",
+                    "heldout_signals": f"{task}.explainer_signals",
                     "classifier": f"{task}.classifier", "predictions": f"{task}.rationale_predictions"},
             parameters={"crosstask": "crosstask", "crosstask.n_heatmaps": "crosstask.n_heatmaps", "seed": "seed"}))
     report = pipeline([
         node(combine_folds, [f"heldout_{t}.fold_metrics" for t in TASKS], "crosstask_metrics", name="combine_folds"),
         node(crosstask_summary, ["crosstask_metrics", "classifier_metrics"], "crosstask_summary",
              name="crosstask_summary"),
+        node(expnet_plus_report, [f"heldout_{t}.expnet_plus_ablation" for t in TASKS],
+             ["expnet_plus_ablation", "expnet_plus_ablation_page", "expnet_plus_ablation_plot"],
+             name="expnet_plus_report"),
     ])
     return pipeline([*folds, report])
 

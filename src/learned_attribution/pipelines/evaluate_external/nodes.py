@@ -143,10 +143,11 @@ def fold_held_out_task(fold: str) -> str:
 
 
 def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
-                          ) -> tuple[TrainedClassifier, ExpNetTraining, dict[str, float]]:
-    """Pick the chosen task's classifier and the chosen fold's ExpNet and budget.
+                          ) -> tuple[TrainedClassifier, ExpNetTraining, Any, dict[str, float]]:
+    """Pick the chosen task's classifier and the chosen fold's ExpNet, ExpNet+ and budget.
 
-    `artifacts` holds `classifier_<task>`, `expnet_<fold>` and `budget_<fold>` for every task and fold
+    `artifacts` holds `classifier_<task>`, `expnet_<fold>`, `expnet_plus_<fold>` and `budget_<fold>` for every
+    task and fold
     (Kedro loads node inputs by name, so all are declared; only the chosen ones are returned). The
     matched-budget rho is the fold's; the calibrated threshold is the pickled ExpNet's."""
     settings = external_settings(settings)
@@ -172,7 +173,7 @@ def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
                        task, fold, held_out)
     logger.info("Explaining the %s classifier with %s's ExpNet (rho %.3f, thresholds %s / %.3f)", task, fold,
                 budget["rho"], budget.get("threshold"), budget["calibrated_threshold"])
-    return classifier, expnet, budget
+    return classifier, expnet, artifacts[f"expnet_plus_{fold}"], budget
 
 
 def predict_external(examples: pd.DataFrame, classifier: TrainedClassifier, max_length: int,
@@ -202,15 +203,16 @@ def _crosstask_settings(crosstask: dict[str, Any], settings: dict[str, Any]) -> 
     return {**crosstask, "max_test_examples": settings.get("max_examples")}
 
 
-def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: ExpNetTraining,
+def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: ExpNetTraining, expnet_plus,
                      crosstask: dict[str, Any], settings: dict[str, Any], seed: int
                      ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """ExpNet and every baseline in `crosstask.baselines` on the file's examples with a rationale, exactly as
+    """ExpNet+, the paper's ExpNet and every baseline in `crosstask.baselines` on the file's examples with a
+    rationale, exactly as
     a crosstask fold explains its held-out set (expensive methods on the seeded sample)."""
     settings = external_settings(settings)
     from learned_attribution.pipelines.crosstask.nodes import explain_heldout
 
-    return explain_heldout(classifier, predictions, expnet, _crosstask_settings(crosstask, settings), seed)
+    return explain_heldout(classifier, predictions, expnet, expnet_plus, _crosstask_settings(crosstask, settings), seed)
 
 
 def external_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
@@ -222,14 +224,15 @@ def external_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFr
 
 
 def score_external(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
-                   budget: dict[str, float], crosstask: dict[str, Any], settings: dict[str, Any],
+                   budget: dict[str, float], expnet_plus, crosstask: dict[str, Any], settings: dict[str, Any],
                    seed: int) -> pd.DataFrame:
     """The crosstask metrics table for the file (fold = the ExpNet's fold, held_out_task = "external"),
     with the classifier's task and the file appended as columns."""
     settings = external_settings(settings)
     from learned_attribution.pipelines.crosstask.nodes import score_fold
 
-    metrics = score_fold(token_scores, predictions, faithfulness, budget, _crosstask_settings(crosstask, settings),
+    metrics = score_fold(token_scores, predictions, faithfulness, budget, expnet_plus,
+                         _crosstask_settings(crosstask, settings),
                          seed, fold=settings["expnet_fold"], held_out_task="external")
     metrics = metrics.assign(classifier_task=settings["classifier_task"], file=str(settings["file"]))
     return metrics.reindex(columns=[*METRIC_COLUMNS, *EXTRA_COLUMNS])

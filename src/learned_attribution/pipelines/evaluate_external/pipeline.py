@@ -4,8 +4,8 @@ rationale file, explaining a chosen task's classifier; one MLflow run per evalua
     kedro run --pipeline evaluate_external --params "evaluate_external.file=data/01_raw/external/example_rationales.jsonl,evaluate_external.classifier_task=sst2,evaluate_external.expnet_fold=heldout_sst2"
 
 Kedro loads every declared input of a node, so the selection node declares all three classifiers and
-all three folds' ExpNets and budgets (the catalog entries `{task}.classifier`, `heldout_{task}.expnet`
-and `heldout_{task}.budget`) and returns the chosen ones: the choice stays a plain run-time parameter.
+all three folds' ExpNets, ExpNet+ and budgets (the catalog entries `{task}.classifier`, `heldout_{task}.expnet`,
+`heldout_{task}.expnet_plus` and `heldout_{task}.budget`) and returns the chosen ones: the choice stays a plain run-time parameter.
 """
 from kedro.pipeline import Pipeline, node, pipeline
 
@@ -19,18 +19,20 @@ def create_pipeline(**kwargs) -> Pipeline:
     artifacts = {"settings": "params:evaluate_external",
                  **{f"classifier_{t}": f"{t}.classifier" for t in TASKS},
                  **{f"expnet_heldout_{t}": f"heldout_{t}.expnet" for t in TASKS},
+                 **{f"expnet_plus_heldout_{t}": f"heldout_{t}.expnet_plus" for t in TASKS},
                  **{f"budget_heldout_{t}": f"heldout_{t}.budget" for t in TASKS}}
     template = pipeline([
         node(read_external_rationales, "params:evaluate_external", "examples", name="read_external_rationales"),
-        node(select_fold_artifacts, artifacts, ["classifier", "expnet", "budget"], name="select_fold_artifacts"),
+        node(select_fold_artifacts, artifacts, ["classifier", "expnet", "expnet_plus", "budget"],
+             name="select_fold_artifacts"),
         node(predict_external, ["examples", "classifier", "params:max_length", "params:evaluate_external"],
              "predictions", name="predict_external"),
-        node(explain_external, ["classifier", "predictions", "expnet", "params:crosstask", "params:evaluate_external",
-                                "params:seed"], ["token_scores", "explain_failures", "explain_cost"],
+        node(explain_external, ["classifier", "predictions", "expnet", "expnet_plus", "params:crosstask",
+                                "params:evaluate_external", "params:seed"], ["token_scores", "explain_failures", "explain_cost"],
              name="explain_external"),
         node(external_faithfulness, ["classifier", "token_scores", "predictions", "params:crosstask"], "faithfulness",
              name="external_faithfulness"),
-        node(score_external, ["token_scores", "predictions", "faithfulness", "budget", "params:crosstask",
+        node(score_external, ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "params:crosstask",
                               "params:evaluate_external", "params:seed"], "metrics_table", name="score_external"),
         node(metrics_partition, ["metrics_table", "params:evaluate_external"], "metrics", name="save_metrics"),
         node(log_external_run, ["metrics_table", "predictions", "explain_failures", "explain_cost", "budget",
@@ -38,6 +40,6 @@ def create_pipeline(**kwargs) -> Pipeline:
              None, name="log_external_run"),
     ])
     shared = {*(f"{t}.classifier" for t in TASKS), *(f"heldout_{t}.expnet" for t in TASKS),
-              *(f"heldout_{t}.budget" for t in TASKS)}
+              *(f"heldout_{t}.expnet_plus" for t in TASKS), *(f"heldout_{t}.budget" for t in TASKS)}
     return pipeline(template, namespace=NAMESPACE, inputs=shared,
                     parameters={"evaluate_external", "crosstask", "max_length", "seed", "mlflow"})

@@ -1,0 +1,186 @@
+"""Per-token input signals for ExpNet+ (issue 06), in named feature sets, from one pass of the explained classifier.
+
+Feature sets (columns per token; H heads, L layers, `layer` = the attention layer ExpNet reads):
+- `attention` (2H): the paper's inputs, A_h[CLS -> j] and A_h[j -> CLS] at `layer` (SPEC §5).
+- `attention_x_gradient` (H): A_h[CLS -> j] * d logit / d A_h[CLS -> j] at `layer`, per head, signed.
+- `layer_gradient` (2): ||g_j|| and g_j . h_j, g = d logit / d h at the input of `layer` (h_j its hidden state).
+- `saliency` (2): the same at the word-embedding output (the `saliency` baseline's gradient, before position
+  embeddings and LayerNorm): a full backward pass.
+- `raw_attention_layers` (L): mean over heads of A[CLS -> j] at every layer.
+- `afn_norm` (L + 1): ||h_j|| at every layer (0 = embedding output), the AFN strength of SPEC §10.
+- `position` (4): relative position among the non-special tokens, 1 / their number, word-piece
+  continuation flag (a `##` piece), last-token flag.
+
+Gradients are of the explained (predicted) class's logit. Only the sets that need them run a backward
+pass, and only from the earliest layer they need: the attention/layer-gradient sets backpropagate
+through the last layers alone (the classifier's weights are frozen during the pass and the graph starts
+at that layer's input), which is what keeps ExpNet+ near a forward pass in cost.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .features import cls_attention_features, feature_names
+
+FEATURE_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers", "afn_norm",
+                "position")
+GRADIENT_SETS = frozenset({"attention_x_gradient", "layer_gradient", "saliency"})
+
+
+def signal_columns(feature_set: str, n_heads: int, n_layers: int) -> list[str]:
+    """Column names of one feature set."""
+    columns = {
+        "attention": feature_names(n_heads),
+        "attention_x_gradient": [f"axg_h{h}" for h in range(n_heads)],
+        "layer_gradient": ["layer_grad_norm", "layer_grad_x_input"],
+        "saliency": ["embedding_grad_norm", "embedding_grad_x_input"],
+        "raw_attention_layers": [f"raw_attention_l{layer}" for layer in range(n_layers)],
+        "afn_norm": [f"afn_norm_l{layer}" for layer in range(n_layers + 1)],
+        "position": ["relative_position", "inverse_length", "is_continuation", "is_last"],
+    }
+    if feature_set not in columns:
+        raise ValueError(f"unknown feature set {feature_set!r}; known: {list(FEATURE_SETS)}")
+    return columns[feature_set]
+
+
+def columns_for(feature_sets: Sequence[str], n_heads: int, n_layers: int) -> list[str]:
+    """Column names of several feature sets, in the order given."""
+    return [column for name in feature_sets for column in signal_columns(name, n_heads, n_layers)]
+
+
+def continuation_token_ids(tokenizer) -> torch.Tensor:
+    """Ids of the word-piece continuation tokens (`##...`) of a WordPiece vocabulary."""
+    return torch.as_tensor(sorted(i for t, i in tokenizer.get_vocab().items() if t.startswith("##")), dtype=torch.long)
+
+
+def encoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The transformer blocks of a BERT-family classifier (`model.base_model.encoder.layer`)."""
+    try:
+        return model.base_model.encoder.layer
+    except AttributeError as error:
+        raise ValueError(f"{type(model).__name__} has no base_model.encoder.layer: ExpNet+ signals need a "
+                         "BERT-family encoder") from error
+
+
+def _leaf_output(store: dict, key: str):
+    """Forward hook: a module's output becomes a new graph leaf (recorded in `store`)."""
+
+    def hook(module, inputs, output):
+        leaf = output.detach().requires_grad_(True)
+        store[key] = leaf
+        return leaf
+
+    return hook
+
+
+@contextmanager
+def _frozen(model: torch.nn.Module) -> Iterator[None]:
+    """Weights without gradients (restored after), so the graph starts where `_leaf_input` makes it start."""
+    flags = [p.requires_grad for p in model.parameters()]
+    was_training = model.training
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for parameter, flag in zip(model.parameters(), flags):
+            parameter.requires_grad_(flag)
+        model.train(was_training)
+
+
+def _leaf_input(store: dict, key: int, make_leaf: bool):
+    """Forward pre-hook: record a block's input hidden states (as a new graph leaf when `make_leaf`)."""
+
+    def hook(module, args, kwargs):
+        hidden = args[0] if args else kwargs["hidden_states"]
+        if make_leaf:
+            hidden = hidden.detach().requires_grad_(True)
+            if args:
+                args = (hidden, *args[1:])
+            else:
+                kwargs = {**kwargs, "hidden_states": hidden}
+        store[key] = hidden
+        return args, kwargs
+
+    return hook
+
+
+def token_signals(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, target: torch.Tensor,
+                  feature_sets: Sequence[str], layer: int = -1,
+                  continuation_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """[B, T, F] float32 signals for `feature_sets` (columns as `columns_for`), one pass of the classifier."""
+    unknown = set(feature_sets) - set(FEATURE_SETS)
+    if unknown:
+        raise ValueError(f"unknown feature sets {sorted(unknown)}; known: {list(FEATURE_SETS)}")
+    blocks = encoder_layers(model)
+    n_layers = len(blocks)
+    if not -n_layers <= layer < n_layers:
+        raise ValueError(f"parameter layer={layer} is out of range for a model with {n_layers} layers")
+    layer = layer % n_layers
+    wants = set(feature_sets)
+    gradients = bool(wants & GRADIENT_SETS)
+    full = "saliency" in wants  # the backward pass has to reach the word embeddings
+    inputs: dict = {}
+    hooks = []
+    with _frozen(model), torch.set_grad_enabled(gradients):
+        if full:
+            hooks.append(model.get_input_embeddings().register_forward_hook(_leaf_output(inputs, "embedding")))
+        if gradients:
+            hooks.append(blocks[layer].register_forward_pre_hook(_leaf_input(inputs, layer, not full),
+                                                                 with_kwargs=True))
+        try:
+            output = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True,
+                           output_hidden_states="afn_norm" in wants)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        attentions = output.attentions
+        if not attentions or attentions[0] is None:
+            raise RuntimeError("the model returned no attentions; load it with attn_implementation='eager'")
+        grads = {}
+        if gradients:
+            wrt = {"attention": attentions[layer], "layer": inputs[layer], "embedding": inputs.get("embedding")}
+            keys = [k for k, needed in (("attention", "attention_x_gradient" in wants),
+                                        ("layer", "layer_gradient" in wants),
+                                        ("embedding", "saliency" in wants)) if needed]
+            logit = output.logits.float().gather(1, target[:, None].to(output.logits.device)).sum()
+            grads = dict(zip(keys, torch.autograd.grad(logit, [wrt[k] for k in keys])))
+    parts = []
+    for name in feature_sets:
+        if name == "attention":
+            parts.append(cls_attention_features(attentions[layer].detach()))
+        elif name == "attention_x_gradient":
+            parts.append((attentions[layer].detach()[:, :, 0, :] * grads["attention"][:, :, 0, :]).transpose(1, 2))
+        elif name in ("layer_gradient", "saliency"):
+            key, stored = ("layer", layer) if name == "layer_gradient" else ("embedding", "embedding")
+            gradient, hidden = grads[key], inputs[stored].detach()
+            parts.append(torch.stack([gradient.norm(dim=-1), (gradient * hidden).sum(-1)], dim=-1))
+        elif name == "raw_attention_layers":
+            parts.append(torch.stack([a.detach()[:, :, 0, :].mean(1) for a in attentions], dim=-1))
+        elif name == "afn_norm":
+            parts.append(torch.stack([h.detach().norm(dim=-1) for h in output.hidden_states], dim=-1))
+        elif name == "position":
+            parts.append(position_signals(input_ids, attention_mask, continuation_ids))
+    return torch.cat([p.float() for p in parts], dim=-1)
+
+
+def position_signals(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     continuation_ids: torch.Tensor | None) -> torch.Tensor:
+    """[B, T, 4]: relative position among the non-special tokens (0 first .. 1 last), 1 / their number,
+    continuation flag, last-token flag. Sequences are [CLS] tokens... [SEP] then padding."""
+    n_real = attention_mask.sum(1, keepdim=True).float() - 2  # minus [CLS] and [SEP]
+    index = torch.arange(input_ids.shape[1], dtype=torch.float32)[None, :] - 1  # 0 at the first real token
+    relative = (index / (n_real - 1).clamp(min=1)).clamp(0, 1)
+    inverse_length = (1 / n_real.clamp(min=1)).expand_as(relative)
+    if continuation_ids is None:
+        continuation = torch.zeros_like(relative)
+    else:
+        continuation = torch.isin(input_ids, continuation_ids).float()
+    last = (index == n_real - 1).float()
+    return torch.stack([relative, inverse_length, continuation, last], dim=-1)

@@ -1,0 +1,144 @@
+"""ExpNet+: the pairwise ranking loss, pseudo-rationales, training, and selection that never reads the held-out task."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from learned_attribution.models.expnet_plus import (GatedExpNet, TrainingSettings, Variant, fit_variant,
+                                                    head_of_columns, pairwise_ranking_loss, pseudo_rationales,
+                                                    select_variant, validation_auroc)
+
+# the columns self-training's pseudo-rationales read are among them
+COLUMNS = ["cls_to_tok_h0", "cls_to_tok_h1", "tok_to_cls_h0", "tok_to_cls_h1", "axg_h0", "axg_h1", "layer_grad_norm"]
+FAST = TrainingSettings(max_epochs=8, patience=3, examples_per_batch=16, learning_rate=1e-2)
+
+
+def softplus(x):
+    return math.log1p(math.exp(x))
+
+
+def test_pairwise_loss_hand_computed():
+    logits = torch.tensor([[2.0, 0.0, 1.0], [0.5, -0.5, 0.0]])
+    labels = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    # example 0: pairs (0,1) and (0,2): mean(softplus(-2), softplus(-1)); example 1: pair (1,0): softplus(1)
+    first = (softplus(-2.0) + softplus(-1.0)) / 2
+    second = softplus(1.0)
+    assert pairwise_ranking_loss(logits, labels, mask).item() == pytest.approx((first + second) / 2, rel=1e-6)
+    weighted = pairwise_ranking_loss(logits, labels, mask, torch.tensor([3.0, 1.0])).item()
+    assert weighted == pytest.approx((3 * first + second) / 4, rel=1e-6)
+
+
+def test_pairwise_loss_skips_examples_without_pairs():
+    logits = torch.tensor([[1.0, 2.0], [0.0, 3.0]])
+    labels = torch.tensor([[1.0, 1.0], [1.0, 0.0]])  # example 0: no negative token
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    assert pairwise_ranking_loss(logits, labels, mask).item() == pytest.approx(softplus(3.0), rel=1e-6)
+
+
+def test_gates_scale_each_heads_columns():
+    net = GatedExpNet(4, 3, head_of_columns(COLUMNS[:4]))
+    assert head_of_columns(COLUMNS[:4] + ["relative_position"]) == [0, 1, 0, 1, -1]
+    with torch.no_grad():
+        net.gate_logits[:] = torch.tensor([100.0, -100.0])  # head 0 open, head 1 shut
+    x = torch.randn(5, 4)
+    y = net(x)
+    x_shut = x.clone()
+    x_shut[:, [1, 3]] = 123.0  # head 1's columns no longer matter
+    torch.testing.assert_close(net(x_shut), y)
+
+
+def synthetic_task(task: str, n_examples: int, seed: int, informative: int = 0, flip: bool = False,
+                   shift: float | None = None) -> pd.DataFrame:
+    """Token rows: column `informative` carries the label (plus noise); a task-specific offset and scale."""
+    shift = seed if shift is None else shift
+    rng = np.random.default_rng(seed)
+    rows = []
+    for e in range(n_examples):
+        n = int(rng.integers(4, 10))
+        labels = np.zeros(n, dtype=int)
+        labels[rng.choice(n, size=max(1, n // 3), replace=False)] = 1
+        values = rng.normal(size=(n, len(COLUMNS)))
+        values[:, informative] += 1.5 * (1 - labels if flip else labels)
+        values = values * (1 + shift % 3) + shift  # per-task scale and offset
+        for j in range(n):
+            rows.append({"example_id": f"{task}-{e}", "task": task, "position": j + 1, "token_label": labels[j],
+                         **dict(zip(COLUMNS, values[j]))})
+    return pd.DataFrame(rows)
+
+
+def task_parts(task, seed):
+    train = synthetic_task(task, 60, seed)
+    val = synthetic_task(task, 30, seed + 100, shift=seed)
+    val["example_id"] = val["example_id"] + "v"
+    return {"train": train, "val": val, "unlabeled": pd.concat([train, val]).drop(columns="token_label")}
+
+
+def test_fit_learns_a_transferable_signal():
+    a, b = task_parts("a", 1), task_parts("b", 2)
+    variant = Variant("x", standardise="per_task", objective="focal+pairwise")
+    model = fit_variant(variant, a["train"], a["val"], b["unlabeled"], {"a": a["unlabeled"], "b": b["unlabeled"]},
+                        COLUMNS, rho=0.3, n_heads=2, settings=FAST)
+    assert validation_auroc(model, b["val"]) > 0.75
+    assert 0.05 <= model.calibrated_threshold <= 0.95
+
+
+def test_held_out_labels_never_change_selection_or_training():
+    """Poisoning the held-out task's rationales (inverting every token label) changes neither the
+    variant chosen nor any trained weight: selection takes only the two training tasks, and fitting
+    for the held-out classifier reads its signals, never its labels (self-training included)."""
+    tasks = {"a": task_parts("a", 1), "b": task_parts("b", 2)}
+    variants = [Variant("paper", standardise="global"), Variant("task_z", standardise="per_task"),
+                Variant("ranking_st", standardise="per_task", objective="pairwise", self_training=True)]
+    held_out = synthetic_task("c", 40, 3)
+    poisoned = held_out.assign(token_label=1 - held_out["token_label"])
+    train = pd.concat([tasks["a"]["train"], tasks["b"]["train"]])
+    val = pd.concat([tasks["a"]["val"], tasks["b"]["val"]])
+    outcomes = []
+    for target in (held_out, poisoned):
+        selection = pd.concat([select_variant([v], tasks, COLUMNS, 0.3, 2, FAST) for v in variants])
+        means = selection.query("direction == 'mean'").set_index("variant")["val_auroc"]
+        stats = {"a": tasks["a"]["unlabeled"], "b": tasks["b"]["unlabeled"], "c": target}
+        models = [fit_variant(v, train, val, target, stats, COLUMNS, 0.3, 2, FAST) for v in variants]
+        outcomes.append((means, models))
+    (means, models), (means_poisoned, models_poisoned) = outcomes
+    assert means.idxmax() == means_poisoned.idxmax()
+    pd.testing.assert_series_equal(means, means_poisoned)
+    for model, twin in zip(models, models_poisoned):
+        for key, value in model.net.state_dict().items():
+            torch.testing.assert_close(value, twin.net.state_dict()[key])
+    assert models[2].n_pseudo_examples > 0  # self-training did use the held-out signals
+
+
+def test_pseudo_rationales_where_signals_agree():
+    # one example of 4 tokens, 1 head: token 0 tops all three signals, token 3 is last in all, token 1
+    # tops only raw attention (1 of 3), token 2 middling
+    table = pd.DataFrame({"example_id": ["e"] * 4, "task": ["c"] * 4, "token_label": [0, 0, 0, 1],
+                          "cls_to_tok_h0": [0.9, 0.8, 0.2, 0.1], "axg_h0": [0.5, -0.1, 0.2, 0.0],
+                          "layer_grad_norm": [3.0, 0.5, 1.0, 0.2]})
+    pseudo = pseudo_rationales(table, rho=0.25, n_heads=1)  # k = 1
+    # token 0 positive, token 3 negative, the others dropped; the gold labels (token 3 = 1) are not used
+    assert pseudo["token_label"].tolist() == [1.0, 0.0]
+    assert pseudo["cls_to_tok_h0"].tolist() == [0.9, 0.1]
+
+
+def test_the_selection_node_has_no_held_out_input():
+    from learned_attribution.pipelines.crosstask.pipeline import TASKS, create_folds
+
+    folds = create_folds()
+    for task in TASKS:
+        (node,) = [n for n in folds.nodes if n.name == f"heldout_{task}.select_expnet_plus"]
+        assert not [i for i in node.inputs if i.startswith(f"{task}.")], node.inputs
+        assert {f"{t}.explainer_signals" for t in TASKS if t != task} <= set(node.inputs)
+
+
+def test_within_example_z_known_answer():
+    from learned_attribution.models.expnet_plus import within_example_z
+
+    values = np.array([[1.0, 5.0], [3.0, 5.0], [7.0, 2.0]], dtype=np.float32)
+    out = within_example_z(values, np.array(["a", "a", "b"]))
+    np.testing.assert_allclose(out[:2, 0], [-1.0, 1.0], atol=1e-5)  # mean 2, population std 1
+    np.testing.assert_allclose(out[:2, 1], [0.0, 0.0], atol=1e-5)  # constant within the example
+    np.testing.assert_allclose(out[2], [0.0, 0.0], atol=1e-5)  # a one-token example
