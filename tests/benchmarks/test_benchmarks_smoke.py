@@ -76,7 +76,12 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     table = pd.read_csv(tmp_path / "attribution_throughput.csv", keep_default_na=False,
                         na_values={"examples_per_s": ["", "nan"]})
     assert list(table.columns) == attribution_throughput.ATTRIBUTION_COLUMNS
-    assert sorted(table["method"]) == sorted(["forward_all", "forward_subset", *EXPLAINERS])
+    import yaml
+
+    variants = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"][
+        "expnet_plus"]["variants"]
+    expected = [n for n in EXPLAINERS if n != "expnet_plus"] + [f"expnet_plus:{v}" for v in variants]
+    assert sorted(table["method"]) == sorted(["forward_all", "forward_subset", *expected])
     assert (table["error"] == "").all()
     assert positive_finite(table["examples_per_s"])
     assert positive_finite(table["ratio_to_forward"])
