@@ -98,7 +98,7 @@ def test_held_out_labels_never_change_selection_or_training():
     val = pd.concat([tasks["a"]["val"], tasks["b"]["val"]])
     outcomes = []
     for target in (held_out, poisoned):
-        selection = pd.concat([select_variant([v], tasks, COLUMNS, 0.3, 2, FAST) for v in variants])
+        selection = select_variant(variants, tasks, {v.name: COLUMNS for v in variants}, 0.3, 2, FAST)
         means = selection.query("direction == 'mean'").set_index("variant")["val_auroc"]
         stats = {"a": tasks["a"]["unlabeled"], "b": tasks["b"]["unlabeled"], "c": target}
         models = [fit_variant(v, train, val, target, stats, COLUMNS, 0.3, 2, FAST) for v in variants]

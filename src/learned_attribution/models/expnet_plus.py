@@ -159,7 +159,7 @@ class Examples:
     lengths: np.ndarray
     tasks: np.ndarray
     example_ids: np.ndarray
-    weights: np.ndarray = None
+    weights: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -397,15 +397,17 @@ def validation_auroc(model: ExpNetPlus, table: pd.DataFrame) -> float:
     return mean_example_auroc(list(scored["scores"]), [gold[i] for i in scored["example_id"]])
 
 
-def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.DataFrame]], columns: Sequence[str],
-                   rho: float, n_heads: int, settings: TrainingSettings) -> pd.DataFrame:
+def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.DataFrame]],
+                   columns: dict[str, Sequence[str]], rho: float, n_heads: int,
+                   settings: TrainingSettings) -> pd.DataFrame:
     """Leave-one-training-task-out validation of every variant, on the two training tasks only.
 
     `tasks[task]` holds that training task's `train` and `val` token rows (correct predictions with a
     non-empty rationale) and `unlabeled` (all its rationale token rows, the signals only). For each
     ordered pair (A, B): fit on A (early stopping on A's val) for B's classifier, score on B's val.
-    Returns one row per variant and direction plus the mean (`direction == "mean"`), best first; the
-    held-out task is not an argument, so it cannot be read."""
+    `columns` maps each variant's name to its input columns. Returns one row per variant and direction
+    plus the mean (`direction == "mean"`), best first, with `rank` and `selected` (rank 1; ties go to
+    the earlier variant); the held-out task is not an argument, so it cannot be read."""
     if len(tasks) != 2:
         raise ValueError(f"select_variant needs exactly the two training tasks, got {sorted(tasks)}")
     rows = []
@@ -414,7 +416,7 @@ def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.Da
         scores = []
         for source, other in (tuple(tasks), tuple(reversed(list(tasks)))):
             model = fit_variant(variant, tasks[source]["train"], tasks[source]["val"], unlabeled[other],
-                                unlabeled, columns, rho, n_heads, settings)
+                                unlabeled, columns[variant.name], rho, n_heads, settings)
             auroc = validation_auroc(model, tasks[other]["val"])
             scores.append(auroc)
             rows.append({"variant": variant.name, "direction": f"{source}->{other}", "val_auroc": auroc,
@@ -424,4 +426,5 @@ def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.Da
     table = pd.DataFrame(rows)
     order = table[table["direction"] == "mean"].sort_values("val_auroc", ascending=False, kind="mergesort")["variant"]
     table["rank"] = table["variant"].map({v: i + 1 for i, v in enumerate(order)})
+    table["selected"] = table["rank"] == 1
     return table.sort_values(["rank", "direction"], kind="mergesort").reset_index(drop=True)

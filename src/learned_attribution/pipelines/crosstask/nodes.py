@@ -292,14 +292,8 @@ def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Call
     for signals in (signals_a, signals_b):
         parts = _signal_tables(signals)
         tables[parts["unlabeled"]["task"].iloc[0]] = parts
-    rows = []
-    for variant in variants:  # one variant at a time: each has its own input columns
-        rows.append(select_variant([variant], tables, columns[variant.name], budget["rho"], n_heads, settings))
-    selection = pd.concat(rows, ignore_index=True)
-    means = selection[selection["direction"] == "mean"].sort_values("val_auroc", ascending=False, kind="mergesort")
-    selection["rank"] = selection["variant"].map({v: i + 1 for i, v in enumerate(means["variant"])})
-    selection["selected"] = selection["rank"] == 1
-    selection = selection.sort_values(["rank", "direction"], kind="mergesort").reset_index(drop=True)
+    selection = select_variant(variants, tables, columns, budget["rho"], n_heads, settings)
+    means = selection[selection["direction"] == "mean"]
     logger.info("ExpNet+ selection (mean validation AUROC over both directions):\n%s",
                 means[["variant", "val_auroc"]].round(4).to_string(index=False))
     return selection
