@@ -27,9 +27,10 @@ def _rows(tokenized: pd.DataFrame, role: str, cap: int | None = None, seed: int 
     return rows.reset_index(drop=True)
 
 
-def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], params: dict[str, Any],
-                     seed: int) -> tuple[TrainedClassifier, pd.DataFrame]:
-    """Fine-tune the encoder on the task's classifier_train rows; the epoch is chosen on classifier_val."""
+def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], params: dict[str, Any], seed: int,
+                     prepare_model: Callable[[Any], Any] | None = None) -> tuple[TrainedClassifier, pd.DataFrame]:
+    """Fine-tune the encoder on the task's classifier_train rows; the epoch is chosen on classifier_val.
+    `prepare_model` (benchmarks/tune_classifier.py) changes the loaded classifier before fine-tuning."""
     unknown = set(params) - _TRAINING_KEYS - {"max_train_examples", "max_val_examples", "eval_batch_size"}
     if unknown:
         raise ValueError(f"unknown classifier parameters {sorted(unknown)}; expected {sorted(_TRAINING_KEYS)}, "
@@ -44,6 +45,8 @@ def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], params: d
     seed_everything(seed)
     tokenizer = load_tokenizer(encoder["name_or_path"])
     model = load_sequence_classifier(encoder["name_or_path"], num_labels=len(labels))
+    if prepare_model is not None:
+        model = prepare_model(model)
     logger.info("%s: fine-tuning on %d examples (validation %d), bf16=%s", task, len(train), len(val),
                 resolve_bf16(config.bf16))
     started = time.perf_counter()
