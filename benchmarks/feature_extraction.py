@@ -236,7 +236,7 @@ def summarise_pairs(timings: pd.DataFrame, reference: str) -> pd.DataFrame:
 
 def length_batches(examples: pd.DataFrame, batch_size: int) -> list[list[int]]:
     """The length-sorted batches the pipeline's extraction uses (same batches for every method)."""
-    from learned_attribution.models.classifier import iter_batches
+    from learned_attribution.models.runner import iter_batches
 
     return list(iter_batches(list(examples["input_ids"]), batch_size))
 
@@ -244,7 +244,7 @@ def length_batches(examples: pd.DataFrame, batch_size: int) -> list[list[int]]:
 def forward_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: int, pad_token_id: int,
                   output_attentions: bool = False, bf16: bool = False) -> list[Step]:
     """Per batch: pad it and run one inference forward pass under `torch.inference_mode`."""
-    from learned_attribution.models.classifier import pad_batch
+    from learned_attribution.models.runner import pad_batch
 
     ids = list(examples["input_ids"])
 
@@ -284,7 +284,8 @@ def training_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: i
                    bf16: bool) -> list[Step]:
     """Training steps as `fine_tune` takes them (autocast forward, fp32 loss, backward, clipping, AdamW),
     one per batch, on a private copy of the model so the measured model is left untouched."""
-    from learned_attribution.models.classifier import pad_batch, training_step
+    from learned_attribution.models.classifier import training_step
+    from learned_attribution.models.runner import pad_batch
 
     model = copy.deepcopy(model).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)

@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 import yaml
 
-from learned_attribution.models.classifier import predict_proba
+from learned_attribution.models.runner import predict_proba
 from learned_attribution.pipelines.classifiers.nodes import _rows, train_classifier
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -72,8 +72,52 @@ class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier])
             shutil.rmtree(self._filepath)
         partial.rename(self._filepath)
 
+    @property
+    def path(self) -> Path:
+        return self._filepath
+
     def _exists(self) -> bool:
         return (self._filepath / "config.json").exists()
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}
+
+
+class LearnedExplainerDataset(AbstractDataset):
+    """A trained ExpNet / ExpNet+ as a folder of safetensors weights and a JSON config (`models/artifacts.py`),
+    or with `collection: true` a dict of them as subfolders. Written atomically, so a folder that exists is
+    complete and `--only-missing-outputs` can trust it."""
+
+    def __init__(self, path: str, collection: bool = False, metadata: dict[str, Any] | None = None):
+        self._path = Path(path)
+        self._collection = collection
+        self.metadata = metadata
+
+    def load(self):
+        from learned_attribution.models import artifacts
+
+        if not self._exists():
+            raise DatasetError(f"No trained explainer at {self._path}; run `kedro run --pipeline folds`")
+        return artifacts.load_explainers(self._path) if self._collection else artifacts.load_explainer(self._path)
+
+    def save(self, data) -> None:
+        from learned_attribution.models import artifacts
+
+        if self._collection:
+            artifacts.save_explainers(data, self._path)
+        else:
+            artifacts.save_explainer(data, self._path)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _exists(self) -> bool:
+        from learned_attribution.models.artifacts import is_complete
+
+        if self._collection:
+            return self._path.is_dir() and any(is_complete(p) for p in self._path.iterdir())
+        return is_complete(self._path)
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path), "collection": self._collection}

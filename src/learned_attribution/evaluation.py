@@ -16,6 +16,7 @@ from learned_attribution.explainers.base import make_batch as batch_from_ids
 from learned_attribution.metrics.plausibility import (MethodScores, all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                       finite_scores, random_scores, threshold_mask, top_k_mask)
 from learned_attribution.models.features import frame_token_ids
+from learned_attribution.models.runner import eval_mode, iter_batches, model_device
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +56,8 @@ def explain_examples(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, 
     """Every explainer on every example (scores for the predicted class). A batch that fails is
     retried one example at a time; an example that still fails is recorded with its id and error,
     and the rest continue."""
-    model.eval()
     rows, failures, seconds = [], [], {}
-    order = np.argsort(examples["input_ids"].map(len).to_numpy(), kind="stable")
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = list(iter_batches(list(examples["input_ids"]), batch_size))
     for name, explainer in explainers.items():
         started = time.perf_counter()
         for batch_index in tqdm(batches, desc=f"explain {name}", leave=False):
@@ -96,8 +95,9 @@ def _last_error() -> str:
 
 
 def _explain_rows(model, tokenizer, rows: pd.DataFrame, explainer: Explainer, name: str) -> list[dict]:
-    batch = make_batch(list(rows["input_ids"]), rows["predicted"].tolist(), tokenizer)
-    attribution = explainer.explain(model, batch)
+    batch = make_batch(list(rows["input_ids"]), rows["predicted"].tolist(), tokenizer).to(model_device(model))
+    with eval_mode(model):
+        attribution = explainer.explain(model, batch)
     scores = attribution.scores.detach().float().cpu().numpy()
     keep = ~batch.special_mask.cpu().numpy()
     out = []

@@ -6,9 +6,7 @@ run": every call names its run id explicitly through `MlflowClient`.
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -16,9 +14,10 @@ from kedro.framework.hooks import hook_impl
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
+from learned_attribution.tasks import FOLD_PREFIX, TASKS
+
 logger = logging.getLogger(__name__)
 
-FOLD_PREFIX = "heldout_"
 _MAX_BATCH = 1000  # MLflow's limit on metrics per log_batch call
 _METRIC_FIELDS = ("n_examples", "f1", "precision", "recall", "f1_micro", "auroc", "auroc_pooled", "auprc",
                   "f1_low", "f1_high", "auroc_low", "auroc_high", "comprehensiveness", "sufficiency")
@@ -53,6 +52,8 @@ class MlflowFoldRunsHook:
         self._params: dict[str, Any] = {}
         self._parent: str | None = None
         self._folds: dict[str, str] = {}  # namespace -> run id
+        self._catalog = None
+        self._experiment = ""
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -66,7 +67,8 @@ class MlflowFoldRunsHook:
             return
         settings = self._params.get("mlflow", {})
         self._client = MlflowClient(tracking_uri=settings.get("tracking_uri", "sqlite:///mlflow.db"))
-        experiment = settings.get("experiment", "crosstask")
+        self._catalog = catalog
+        experiment = self._experiment = settings.get("experiment", "crosstask")
         found = self._client.get_experiment_by_name(experiment)
         experiment_id = found.experiment_id if found else self._client.create_experiment(experiment)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -85,7 +87,7 @@ class MlflowFoldRunsHook:
             run = self._client.create_run(experiment_id, run_name=fold, tags={
                 "mlflow.parentRunId": self._parent, "fold": fold, "held_out_task": task, "kedro.env": env})
             self._folds[fold] = run.info.run_id
-            training = [t for t in ("hatexplain", "sst2", "cola") if t != task]
+            training = [t for t in TASKS if t != task]
             self._log_params(run.info.run_id, {**shared, "fold": fold, "held_out_task": task,
                                                "training_tasks": ",".join(training)})
         logger.info("MLflow: parent run %s with fold runs %s at %s", self._parent, self._folds,
@@ -98,7 +100,7 @@ class MlflowFoldRunsHook:
         namespace, _, name = dataset_name.partition(".")
         run_id = self._folds.get(namespace)
         if run_id is not None:
-            self._log_fold_output(run_id, name, data)
+            self._log_fold_output(run_id, namespace, name, data)
         elif dataset_name == "classifier_metrics":
             for fold, fold_run in self._folds.items():
                 rows = data[data["task"] == fold[len(FOLD_PREFIX):]]
@@ -110,7 +112,7 @@ class MlflowFoldRunsHook:
         elif dataset_name == "crosstask_summary":
             self._client.log_text(self._parent, data, "crosstask_summary.md")
 
-    def _log_fold_output(self, run_id: str, name: str, data: Any) -> None:
+    def _log_fold_output(self, run_id: str, namespace: str, name: str, data: Any) -> None:
         client = self._client
         if name == "fold_metrics":
             self._log_metrics(run_id, fold_metric_entries(data))
@@ -130,24 +132,26 @@ class MlflowFoldRunsHook:
                                        for r in variants.to_dict("records")
                                        for metric in ("val_auroc", "auroc", "auprc", "f1_matched", "f1_own_calibrated")
                                        if pd.notna(r[metric])})
-        elif name == "expnet_plus":
-            import torch
+        elif name in ("expnet", "expnet_plus"):
+            # The saved folder (safetensors + config.json, models/artifacts.py), as the Python API reads it.
+            folder = self._catalog.get(f"{namespace}.{name}").path
+            client.log_artifacts(run_id, str(folder), "expnet_paper" if name == "expnet" else "expnet_plus")
+            if name == "expnet_plus":
+                client.set_tag(run_id, "expnet_plus_variant", data.variant.name)
+        elif name == "fold_card":
+            self._log_fold_model(namespace, run_id)
 
-            with tempfile.TemporaryDirectory() as folder:
-                path = Path(folder) / "expnet_plus_weights.pt"
-                torch.save({"variant": data.variant, "columns": data.columns, "state_dict": data.net.state_dict(),
-                            "target_mean": data.target_mean, "target_std": data.target_std,
-                            "calibrated_threshold": data.calibrated_threshold}, path)
-                client.log_artifact(run_id, str(path))
-            client.set_tag(run_id, "expnet_plus_variant", data.variant.name)
-        elif name == "expnet":
-            import torch
+    def _log_fold_model(self, fold: str, run_id: str) -> None:
+        """The fold's explainers and classifier as a pyfunc model (artifact path `explainer`), registered as
+        `<experiment>-<fold>` (serving.py)."""
+        from learned_attribution.serving import log_and_register
 
-            with tempfile.TemporaryDirectory() as folder:
-                path = Path(folder) / "expnet_weights.pt"
-                torch.save({"state_dict": data.model.state_dict(), "feature_mean": data.feature_mean,
-                            "feature_std": data.feature_std, "calibrated_threshold": data.calibrated_threshold}, path)
-                client.log_artifact(run_id, str(path))
+        fold_folder = self._catalog.get(f"{fold}.expnet_plus").path.parent
+        classifier = self._catalog.get(f"{fold[len(FOLD_PREFIX):]}.classifier").path
+        name = f"{self._experiment}-{fold}"
+        version = log_and_register(self._client, run_id, fold_folder, classifier, name)
+        self._client.set_tag(run_id, "registered_model", f"models:/{name}/{version}")
+        logger.info("MLflow: %s registered as models:/%s/%s", fold, name, version)
 
     def _log_params(self, run_id: str, params: dict[str, str]) -> None:
         items = [Param(k, v) for k, v in params.items()]

@@ -40,24 +40,48 @@ def metrics_bar_chart(metrics: pd.DataFrame, title: str) -> plt.Figure:
     return figure
 
 
-def _token_cells(tokens: Sequence[str], values: Sequence[float], color: str) -> str:
-    values = np.asarray(values, dtype=float)
-    span = values.max() - values.min() if len(values) else 0
-    scaled = (values - values.min()) / span if span > 0 else np.zeros_like(values)
+POSITIVE, NEGATIVE = "220,40,40", "40,80,220"
+PAGE_STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto} span{padding:1px 2px;border-radius:3px}"
+              " td{padding:4px;vertical-align:top} .m{color:#555;white-space:nowrap} .none{color:#999}")
+
+
+def _token_cells(tokens: Sequence[str], values: Sequence[float | None], color: str, signed: bool = False,
+                 marked: Sequence[int] | None = None) -> str:
+    """Tokens coloured by score. Unsigned: `color`, min-max scaled within the row. Signed: a diverging scale
+    around 0 (red for, blue against the explained class), scaled by the row's largest |score|, so signs
+    survive. A missing score (None) is shown grey; `marked` tokens (1) are underlined."""
+    present = np.asarray([v for v in values if v is not None], dtype=float)
+    low, high = (present.min(), present.max()) if len(present) else (0.0, 0.0)
+    largest = np.abs(present).max() if len(present) else 0.0
     cells = []
-    for token, value, alpha in zip(tokens, values, scaled):
-        cells.append(f'<span title="{value:.3f}" style="background: rgba({color},{alpha:.2f})">'
-                     f"{html.escape(str(token))}</span>")
+    for index, (token, value) in enumerate(zip(tokens, values)):
+        text = html.escape(str(token))
+        if value is None or not np.isfinite(value):
+            cells.append(f'<span class="none" title="no score">{text}</span>')
+            continue
+        if signed:
+            alpha, rgb = (abs(value) / largest if largest > 0 else 0.0), (POSITIVE if value >= 0 else NEGATIVE)
+        else:
+            alpha, rgb = ((value - low) / (high - low) if high > low else 0.0), color
+        underline = ' class="r"' if marked is not None and marked[index] else ""
+        cells.append(f'<span{underline} title="{value:.3f}" style="background: rgba({rgb},{alpha:.2f})">{text}</span>')
     return " ".join(cells)
+
+
+def _signed_methods(methods: Sequence[str]) -> set[str]:
+    from learned_attribution.explainers import EXPLAINERS
+
+    return {m for m in methods if m in EXPLAINERS and EXPLAINERS[m].signed}
 
 
 def heatmap_page(title: str, examples: list[dict], methods: Sequence[str]) -> str:
     """An HTML page: for each example, a row of tokens per method coloured by score (gold first)."""
     palette = {"gold": "0,150,0", "expnet_plus": "220,40,40", "expnet_paper": "230,120,0"}
-    parts = [f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
-             "body{font-family:sans-serif;max-width:1100px;margin:auto} span{padding:1px 2px;border-radius:3px}"
-             " td{padding:4px;vertical-align:top} .m{color:#555;white-space:nowrap}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1><p>Colour = score scaled within the example (hover for the value). "
+    signed = _signed_methods(methods)
+    parts = [f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{PAGE_STYLE}</style>"
+             "</head><body>",
+             f"<h1>{html.escape(title)}</h1><p>Colour = score scaled within the example (hover for the value); signed "
+             "methods on a diverging scale (red for, blue against the predicted class). "
              "Gold = human rationale projected to subwords.</p>"]
     for example in examples:
         parts.append(f"<h3>{html.escape(example['example_id'])} — label {example['label']}, predicted "
@@ -66,8 +90,33 @@ def heatmap_page(title: str, examples: list[dict], methods: Sequence[str]) -> st
         for method in methods:
             if method in example["scores"]:
                 color = palette.get(method, "40,80,220")
-                parts.append(f"<tr><td class='m'>{html.escape(method)}</td>"
-                             f"<td>{_token_cells(example['tokens'], example['scores'][method], color)}</td></tr>")
+                cells = _token_cells(example['tokens'], example['scores'][method], color, method in signed)
+                parts.append(f"<tr><td class='m'>{html.escape(method)}</td><td>{cells}</td></tr>")
+        parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def explanation_page(title: str, explanations: Sequence, methods: Sequence[str]) -> str:
+    """A self-contained HTML page (no external assets) of `learned_attribution.explain.Explanation`s: per text,
+    the predicted label and probability, then one row of words per method coloured by its word scores, with
+    each method's own-rule rationale underlined."""
+    signed = _signed_methods(methods)
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
+             f"{PAGE_STYLE} .r{{text-decoration:underline;text-decoration-thickness:2px}}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1><p>Words coloured by each method's score for the predicted class (hover "
+             "for the value): unsigned methods from white to full colour within the text; signed methods ("
+             f"{', '.join(sorted(signed)) or 'none here'}) on a diverging scale, red for and blue against the "
+             "predicted class. Underlined: the method's own rationale. Grey: no score (cut by truncation).</p>"]
+    for explanation in explanations:
+        heading = (f"{html.escape(str(explanation.id)) + ': ' if explanation.id is not None else ''}predicted "
+                   f"{html.escape(explanation.label)} (p = {explanation.probability:.3f})"
+                   f"{' — truncated' if explanation.truncated else ''}")
+        parts.append(f"<h3>{heading}</h3><table>")
+        for method in methods:
+            cells = _token_cells(explanation.words, explanation.word_scores[method], "220,40,40", method in signed,
+                                 explanation.rationale[method])
+            parts.append(f"<tr><td class='m'>{html.escape(method)}</td><td>{cells}</td></tr>")
         parts.append("</table>")
     parts.append("</body></html>")
     return "\n".join(parts)

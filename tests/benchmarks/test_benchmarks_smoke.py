@@ -81,6 +81,7 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     variants = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"][
         "expnet_plus"]["variants"]
     expected = [n for n in EXPLAINERS if n != "expnet_plus"] + [f"expnet_plus:{v}" for v in variants]
+    expected += ["api:expnet_paper", "api:saliency", *(f"api:expnet_plus:{v}" for v in variants)]
     assert sorted(table["method"]) == sorted(["forward_all", "forward_subset", *expected])
     assert (table["error"] == "").all()
     assert positive_finite(table["examples_per_s"])
@@ -97,9 +98,19 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     assert by_method.at["integrated_gradients", "model_calls_per_example"] == 8
     assert by_method.at["expnet_paper", "model_calls_per_example"] == 1
     plus = [m for m in by_method.index if m.startswith("expnet_plus:")]
+    assert (by_method.loc[[m for m in by_method.index if m.startswith("api:")], "family"] == "api").all()
     assert len(plus) >= 2 and (by_method.loc[plus, "model_calls_per_example"] == 1).all()
     assert (tmp_path / "attribution_throughput.png").stat().st_size > 1000
 
     targets = pd.read_csv(tmp_path / "attribution_targets.csv")
-    assert len(targets) == 5 + len(plus)  # ExpNet (paper) targets and one cost target per ExpNet+ variant
+    # ExpNet (paper) targets, one cost target per ExpNet+ variant, and the public API's (issue 07): ExpNet and the
+    # non-gradient variants against the forward pass, the saliency variants against the saliency baseline.
+    api = targets[targets["target"].str.startswith("api:")]
+    saliency_variants = [v for v, spec in variants.items() if "saliency" in spec["feature_sets"]]
+    no_gradients = [v for v, spec in variants.items() if set(spec["feature_sets"]) == {"attention"}]
+    assert sorted(api["target"]) == sorted(
+        ["api:expnet_paper / plain forward pass (no gradients, end to end)",
+         *(f"api:expnet_plus:{v} / saliency baseline" for v in saliency_variants),
+         *(f"api:expnet_plus:{v} / plain forward pass (no gradients, end to end)" for v in no_gradients)])
+    assert len(targets) == 5 + len(plus) + len(api)
     assert positive_finite(targets["measured"])

@@ -5,7 +5,6 @@ tokenized tables and report; the examples_* tables are never capped.
 """
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from learned_attribution.data.schema import EXAMPLE_COLUMNS

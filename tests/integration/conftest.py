@@ -27,7 +27,8 @@ def smoke_crosstask_outputs() -> list[Path]:
     """Files `kedro run --pipeline crosstask --env smoke` writes that later tests read."""
     per_task = [path for task in TASKS for path in (
         SMOKE_DATA / "06_models" / f"classifier_{task}" / "config.json",
-        SMOKE_DATA / "06_models" / f"expnet_{task}.pkl",
+        SMOKE_DATA / "06_models" / f"heldout_{task}" / "expnet_paper" / "config.json",
+        SMOKE_DATA / "06_models" / f"heldout_{task}" / "fold.json",
         SMOKE_DATA / "07_model_output" / f"budget_{task}.json",
         SMOKE_DATA / "08_reporting" / "crosstask" / f"metrics_{task}.png",
         SMOKE_DATA / "08_reporting" / "crosstask" / f"heatmaps_{task}.html")]

@@ -91,8 +91,11 @@ def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
                 "budget/rho"} <= keys
         assert child.data.params["held_out_task"] == child.info.run_name.removeprefix("heldout_")
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
-        assert {"fold_metrics.csv", "metrics.png", "heatmaps.html", "expnet_weights.pt", "expnet_plus_weights.pt",
+        assert {"fold_metrics.csv", "metrics.png", "heatmaps.html", "expnet_paper", "expnet_plus", "explainer",
                 "expnet_plus_ablation.csv", "expnet_plus_selection.csv"} <= artifacts
+        assert {a.path for a in client.list_artifacts(child.info.run_id, "expnet_plus")} == {
+            "expnet_plus/config.json", "expnet_plus/model.safetensors"}
+        assert child.data.tags["registered_model"].startswith(f"models:/crosstask-smoke-{child.info.run_name}/")
         assert any(k.startswith("expnet_plus_ablation/") for k in keys)
         assert child.data.tags["expnet_plus_variant"]
     assert {"crosstask_metrics.csv", "crosstask_summary.md"} <= {a.path for a in client.list_artifacts(parents[0].info.run_id)}

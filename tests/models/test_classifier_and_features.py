@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.models.classifier import (TrainingConfig, fine_tune, length_grouped_batches, pad_batch,
+from learned_attribution.models.classifier import TrainingConfig, fine_tune
+from learned_attribution.models.runner import (length_grouped_batches, pad_batch,
                                                    predict_proba)
 from learned_attribution.models.encoder import PACKAGED_ENCODER, EncoderNotFoundError, load_tokenizer, resolve_encoder
 from learned_attribution.models.features import cls_attention_features, extract_attention_features, feature_names

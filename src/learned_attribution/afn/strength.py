@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from learned_attribution.models.runner import eval_mode, forward, iter_batches, pad_batch
+
 from learned_attribution.explainers.activation import default_afn_layer  # one rule for the AFN layer (SPEC §10)
 
 
@@ -74,20 +76,12 @@ def iter_hidden_states(model: torch.nn.Module, texts: Sequence[TokenizedText], b
     """
     if batch_size < 1:
         raise ValueError(f"parameter afn.batch_size={batch_size!r}: must be at least 1")
-    model.eval()
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i].input_ids))
-    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-    with torch.inference_mode():
+    batches = list(iter_batches([t.input_ids for t in texts], batch_size))
+    with torch.inference_mode(), eval_mode(model):
         for batch in tqdm(batches, desc=desc, unit="batch", disable=desc is None):
-            width = max(len(texts[i].input_ids) for i in batch)
-            input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
-            attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):
-                ids = texts[i].input_ids
-                input_ids[row, :len(ids)] = torch.tensor(ids)
-                attention_mask[row, :len(ids)] = 1
-            output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-            stacked = torch.stack(output.hidden_states, dim=1).float()  # [batch, layers + 1, width, hidden]
+            input_ids, attention_mask = pad_batch([texts[i].input_ids for i in batch], pad_token_id)
+            output = forward(model, input_ids, attention_mask, hidden_states=True)
+            stacked = torch.stack(output.hidden_states, dim=1).float().cpu()  # [batch, layers + 1, width, hidden]
             for row, i in enumerate(batch):
                 yield i, stacked[row, :, :len(texts[i].input_ids)].numpy().copy()
 

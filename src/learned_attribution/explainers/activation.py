@@ -11,7 +11,9 @@ from typing import Optional
 import torch
 
 from .base import Attribution, Batch, Explainer, register
-from .gradient import eval_mode, zero_padding
+from learned_attribution.models.runner import eval_mode
+
+from .gradient import zero_padding
 
 
 def default_afn_layer(num_layers: int) -> int:

@@ -21,11 +21,12 @@ interact.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
+
+from learned_attribution.models.runner import eval_mode
 
 from .base import Attribution, Batch, Explainer, register
 
@@ -202,17 +203,6 @@ def _check_batch(batch: Batch) -> None:
                          f"{tuple(batch.target.shape)}")
 
 
-@contextmanager
-def _evaluation_mode(model: torch.nn.Module) -> Iterator[None]:
-    """Dropout off while explaining (attention dropout would change the attentions); mode restored after."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
 def _make_embeddings_require_grad(module: torch.nn.Module, inputs, output: torch.Tensor) -> torch.Tensor:
     # With frozen weights nothing downstream of the embeddings would require grad; this keeps the graph.
     return output if output.requires_grad else output.requires_grad_(True)
@@ -227,7 +217,7 @@ def run_with_attentions(model: torch.nn.Module, batch: Batch, gradients: bool = 
     input_ids = batch.input_ids.to(device)
     attention_mask = batch.attention_mask.to(device)
     target = batch.target.to(device)
-    with _evaluation_mode(model), torch.set_grad_enabled(gradients):
+    with eval_mode(model), torch.set_grad_enabled(gradients):
         hook = model.get_input_embeddings().register_forward_hook(_make_embeddings_require_grad) if gradients else None
         try:
             output = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True,
@@ -323,6 +313,7 @@ class AttCAT(Explainer):
     """Qiang et al. 2022 attentive class activation tokens, summed over all layers. Forward + backward."""
 
     family = FAMILY
+    signed = True
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         run = run_with_attentions(model, batch, gradients=True, hidden_states=True)

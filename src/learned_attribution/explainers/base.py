@@ -7,20 +7,27 @@ and padding positions are returned but never used: callers mask them with `batch
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, ClassVar, Sequence
 
 import torch
+
+from learned_attribution.models.runner import pad_batch
 
 
 @dataclass
 class Batch:
     input_ids: torch.Tensor  # [B, T] long
     attention_mask: torch.Tensor  # [B, T] long, 1 = real token
-    target: torch.Tensor  # [B] long, the class to explain (the predicted class)
+    target: torch.Tensor | None  # [B] long, the class to explain (the predicted class); see `Attribution.logits`
     special_mask: torch.Tensor  # [B, T] bool, True at [CLS], [SEP] and padding
     mask_token_id: int  # token that replaces a "removed" token in perturbation methods
     pad_token_id: int
+
+    def to(self, device: torch.device) -> "Batch":
+        """The same batch with its tensors on `device`."""
+        return replace(self, input_ids=self.input_ids.to(device), attention_mask=self.attention_mask.to(device),
+                       target=None if self.target is None else self.target.to(device), special_mask=self.special_mask.to(device))
 
 
 @dataclass
@@ -29,6 +36,10 @@ class Attribution:
     # Classifier forward passes per example (a gradient method's backward pass rides on its forward
     # pass and is not counted separately); the cost benchmark measures wall time beside it.
     model_calls: int
+    # The classifier's logits [B, C] when the explainer's own pass computed them. Learned explainers accept
+    # `batch.target = None` (explain the predicted class) and return them, so that classifying and explaining
+    # new text take one pass (learned_attribution/explain.py).
+    logits: torch.Tensor | None = None
 
 
 class Explainer:
@@ -36,6 +47,9 @@ class Explainer:
 
     name: ClassVar[str] = ""
     family: ClassVar[str] = ""
+    # Signed scores (evidence for and against the class: IG, occlusion, LIME, KernelSHAP, ...) are shown on a
+    # diverging colour scale and summed over a word's subwords; unsigned ones take the word's maximum.
+    signed: ClassVar[bool] = False
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         raise NotImplementedError
@@ -71,15 +85,11 @@ def predicted_class_probability(model: torch.nn.Module, input_ids: torch.Tensor,
     return torch.softmax(logits.float(), dim=-1).gather(1, target[:, None]).squeeze(1)
 
 
-def make_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int], *, pad_token_id: int, mask_token_id: int,
+def make_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | None, *, pad_token_id: int, mask_token_id: int,
                frame_token_ids: Sequence[int]) -> Batch:
     """Right-pad token id lists into a `Batch`; `frame_token_ids` ([CLS], [SEP], [PAD]) and padding are special."""
-    width = max(len(row) for row in input_ids)
-    ids = torch.full((len(input_ids), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(ids)
-    for i, row in enumerate(input_ids):
-        ids[i, :len(row)] = torch.as_tensor(list(row), dtype=torch.long)
-        attention_mask[i, :len(row)] = 1
+    ids, attention_mask = pad_batch(input_ids, pad_token_id)
     special = torch.isin(ids, torch.as_tensor(list(frame_token_ids), dtype=torch.long)) | (attention_mask == 0)
-    return Batch(input_ids=ids, attention_mask=attention_mask, target=torch.as_tensor(list(target), dtype=torch.long),
+    target = None if target is None else torch.as_tensor(list(target), dtype=torch.long)
+    return Batch(input_ids=ids, attention_mask=attention_mask, target=target,
                  special_mask=special, mask_token_id=mask_token_id, pad_token_id=pad_token_id)

@@ -6,15 +6,16 @@ import torch
 
 from learned_attribution.models.expnet import ExpNetTraining
 from learned_attribution.models.expnet_plus import ExpNetPlus
-from learned_attribution.models.features import cls_attention_features, layer_attention
-from learned_attribution.models.signals import token_signals
+from learned_attribution.models.features import cls_attention_features
+from learned_attribution.models.runner import eval_mode, forward
+from learned_attribution.models.signals import signals_and_logits
 
 from .base import Attribution, Batch, Explainer, register
 
 
-def _masked(probabilities: np.ndarray, batch: Batch) -> Attribution:
-    scores = torch.as_tensor(np.where(batch.special_mask.numpy(), 0.0, probabilities), dtype=torch.float32)
-    return Attribution(scores=scores, model_calls=1)
+def _masked(probabilities: np.ndarray, batch: Batch, logits: torch.Tensor) -> Attribution:
+    scores = torch.as_tensor(np.where(batch.special_mask.cpu().numpy(), 0.0, probabilities), dtype=torch.float32)
+    return Attribution(scores=scores.to(batch.input_ids.device), model_calls=1, logits=logits)
 
 
 @register("expnet_paper")
@@ -30,11 +31,11 @@ class ExpNetExplainer(Explainer):
 
     @torch.inference_mode()
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        model.eval()
-        attention = layer_attention(model, batch.input_ids, batch.attention_mask, self.layer)
-        features = cls_attention_features(attention).float().numpy()  # [B, T, 2H]
+        with eval_mode(model):
+            output = forward(model, batch.input_ids, batch.attention_mask, attentions=True)
+        features = cls_attention_features(output.attentions[self.layer]).float().cpu().numpy()  # [B, T, 2H]
         flat = features.reshape(-1, features.shape[-1])
-        return _masked(self.training.predict(flat).reshape(features.shape[:2]), batch)
+        return _masked(self.training.predict(flat).reshape(features.shape[:2]), batch, output.logits.float())
 
 
 @register("expnet_plus")
@@ -51,12 +52,12 @@ class ExpNetPlusExplainer(Explainer):
         self.continuation_ids = continuation_ids
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        signals = token_signals(model, batch.input_ids, batch.attention_mask, batch.target,
-                                self.model.variant.feature_sets, self.layer, self.continuation_ids)
+        signals, logits = signals_and_logits(model, batch.input_ids, batch.attention_mask, batch.target,
+                                             self.model.variant.feature_sets, self.layer, self.continuation_ids)
         # Only real tokens enter the network (within-example statistics must not see [CLS], [SEP], padding).
-        keep = ~batch.special_mask.numpy()
-        rows = signals.detach().numpy()[keep]
+        keep = ~batch.special_mask.cpu().numpy()
+        rows = signals.detach().cpu().numpy()[keep]
         example_ids = np.nonzero(keep)[0]
         probabilities = np.zeros(keep.shape, dtype=np.float32)
         probabilities[keep] = self.model.predict(rows, example_ids)
-        return _masked(probabilities, batch)
+        return _masked(probabilities, batch, logits)

@@ -12,25 +12,15 @@ padded keys receive zero attention.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 import torch
 from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 
+from learned_attribution.models.runner import eval_mode
+
 from .base import Attribution, Batch, Explainer, register
-
-
-@contextmanager
-def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
-    """Run `model` in eval mode (no dropout, so attributions are deterministic), restoring its mode after."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
 
 
 def logits_function(model: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -85,6 +75,7 @@ class InputXGradient(Explainer):
     """Dot product of the target logit's gradient and the token's input embedding (sum over hidden)."""
 
     family = "gradient"
+    signed = True
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         products = embedding_gradients(model, batch, multiply_by_inputs=True)
@@ -102,6 +93,7 @@ class IntegratedGradients(Explainer):
     """
 
     family = "gradient"
+    signed = True
     n_steps: int = 20
     internal_batch_size: Optional[int] = 64
     method: str = "gausslegendre"

@@ -25,7 +25,9 @@ from captum._utils.models.linear_model import SkLearnRidge
 from captum.attr import FeatureAblation, KernelShap, Lime
 
 from .base import Attribution, Batch, Explainer, register
-from .gradient import require_positive_int, eval_mode
+from learned_attribution.models.runner import eval_mode
+
+from .gradient import require_positive_int
 
 
 @dataclass
@@ -90,6 +92,7 @@ class _PerturbationExplainer(Explainer):
     """Shared loop: explain each example on its content tokens and scatter the scores back."""
 
     family = "perturbation"
+    signed = True
 
     def explain_content(self, forward: Callable[[torch.Tensor], torch.Tensor], content_ids: torch.Tensor,
                         mask_token_id: int) -> tuple[torch.Tensor, int]:

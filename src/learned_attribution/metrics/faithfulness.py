@@ -21,7 +21,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+
+from learned_attribution.models.runner import predict_proba
 
 from .plausibility import budget_k, top_k_mask
 
@@ -68,7 +69,8 @@ def faithfulness(model: torch.nn.Module, input_ids: Sequence[Sequence[int]], sco
             per_fraction.append((k, index_of(without_top), index_of(only_top)))
         plans.append((index_of(ids), per_fraction))
 
-    probabilities = _class_probabilities(model, list(sequence_index), batch_size, pad_token_id)
+    probabilities = predict_proba(model, list(sequence_index), batch_size, pad_token_id,
+                                  desc="faithfulness")
     n_classes = probabilities.shape[1]
 
     rows = []
@@ -94,38 +96,6 @@ def faithfulness(model: torch.nn.Module, input_ids: Sequence[Sequence[int]], sco
     for label in (fraction_label(f) for f in fractions):
         columns += [f"k_{label}", f"comprehensiveness_{label}", f"sufficiency_{label}"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def _class_probabilities(model: torch.nn.Module, sequences: list[tuple[int, ...]], batch_size: int,
-                         pad_token_id: int) -> np.ndarray:
-    """Softmax class probabilities [n_sequences, n_classes] of unpadded sequences, right-padded per batch."""
-    try:
-        device = next(model.parameters()).device
-    except StopIteration:
-        device = torch.device("cpu")
-    # Sorting by length keeps padding (wasted compute) small inside each batch.
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
-    results: list[np.ndarray | None] = [None] * len(sequences)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for start in tqdm(range(0, len(order), batch_size), desc="faithfulness", unit="batch",
-                              disable=None, leave=False):
-                chunk = order[start:start + batch_size]
-                width = max(len(sequences[i]) for i in chunk)
-                ids = torch.full((len(chunk), width), pad_token_id, dtype=torch.long)
-                attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                for row, i in enumerate(chunk):
-                    ids[row, :len(sequences[i])] = torch.tensor(sequences[i], dtype=torch.long)
-                    attention_mask[row, :len(sequences[i])] = 1
-                logits = model(input_ids=ids.to(device), attention_mask=attention_mask.to(device)).logits
-                probabilities = torch.softmax(logits.float(), dim=-1).cpu().numpy()
-                for row, i in enumerate(chunk):
-                    results[i] = probabilities[row]
-    finally:
-        model.train(was_training)
-    return np.stack(results)
 
 
 def _check_inputs(input_ids, scores, target, fractions, batch_size) -> None:

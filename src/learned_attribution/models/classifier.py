@@ -5,12 +5,14 @@ import copy
 import logging
 import random
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from tqdm.auto import tqdm
+
+from .runner import autocast, length_grouped_batches, model_device, pad_batch, predict_proba
 
 logger = logging.getLogger(__name__)
 
@@ -36,34 +38,6 @@ def resolve_bf16(setting: bool | str) -> bool:
     if setting == "auto":
         return bf16_supported()
     return bool(setting)
-
-
-def length_grouped_batches(lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0) -> list[list[int]]:
-    """Batches of similar length (little padding). With `shuffle`, the pool order and batch order
-    are seeded random; without, batches follow length order."""
-    order = np.argsort(np.asarray(lengths), kind="stable")
-    if shuffle:
-        rng = np.random.default_rng(seed)
-        # Shuffle, then sort within large pools so batches stay length-homogeneous but vary per epoch.
-        order = rng.permutation(len(lengths))
-        pool = batch_size * 50
-        order = np.concatenate([chunk[np.argsort(np.asarray(lengths)[chunk], kind="stable")]
-                                for chunk in np.array_split(order, max(1, int(np.ceil(len(order) / pool))))])
-    batches = [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
-    if shuffle:
-        rng.shuffle(batches)
-    return batches
-
-
-def pad_batch(sequences: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token id lists into (input_ids, attention_mask)."""
-    width = max(len(s) for s in sequences)
-    input_ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        input_ids[row, :len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
-        attention_mask[row, :len(sequence)] = 1
-    return input_ids, attention_mask
 
 
 @dataclass
@@ -108,7 +82,7 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
         counts = torch.bincount(labels, minlength=n_classes).float().clamp(min=1)
         weights = counts.sum() / (n_classes * counts)
         logger.info("Class weights %s", weights.tolist())
-    loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
+    loss_fn = torch.nn.CrossEntropyLoss(weight=None if weights is None else weights.to(model_device(model)))
     # The fused kernel makes the optimizer step ~5x faster on this CPU (measured: 0.85 s -> 0.17 s per step).
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
                                   weight_decay=config.weight_decay, fused=True)
@@ -124,7 +98,7 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
         running, seen = 0.0, 0
         batches = length_grouped_batches(lengths, config.batch_size, shuffle=True, seed=config.seed + epoch)
         for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", leave=False):
-            input_ids, attention_mask = pad_batch([train_ids[i] for i in batch], pad_token_id)
+            input_ids, attention_mask = pad_batch([train_ids[i] for i in batch], pad_token_id, model_device(model))
             loss = training_step(model, optimizer, loss_fn, input_ids, attention_mask, labels[batch], use_bf16)
             scheduler.step()
             running += loss * len(batch)
@@ -146,30 +120,11 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
 def training_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: torch.nn.Module,
                   input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, bf16: bool) -> float:
     """One optimisation step (forward, fp32 loss, backward, gradient clipping at 1, update); returns the loss."""
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with autocast(input_ids.device, bf16):
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-    loss = loss_fn(logits.float(), labels)
+    loss = loss_fn(logits.float(), labels.to(logits.device))
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.item()
-
-
-@torch.inference_mode()
-def predict_proba(model: torch.nn.Module, ids: Sequence[Sequence[int]], batch_size: int, pad_token_id: int,
-                  bf16: bool = False) -> np.ndarray:
-    """Class probabilities [N, C] in the input order (batches grouped by length)."""
-    model.eval()
-    out = np.zeros((len(ids), model.config.num_labels), dtype=np.float32)
-    for batch in iter_batches(ids, batch_size):
-        input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-        out[batch] = torch.softmax(logits.float(), dim=-1).numpy()
-    return out
-
-
-def iter_batches(ids: Sequence[Sequence[int]], batch_size: int) -> Iterator[list[int]]:
-    """Length-sorted, deterministic batches of example indices."""
-    yield from length_grouped_batches([len(s) for s in ids], batch_size, shuffle=False)

@@ -62,6 +62,8 @@ class ExpNetTraining:
     history: list[dict] = field(default_factory=list)
     best_epoch: int = 0
     calibrated_threshold: float = 0.5
+    threshold: float = 0.5  # the paper's own rule
+    context: dict = field(default_factory=dict)  # fold, tasks, encoder, classifier shape (models/artifacts.py)
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """Token probabilities for raw (unstandardised) features [N, 2H]."""

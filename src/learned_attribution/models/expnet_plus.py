@@ -113,7 +113,7 @@ class GatedExpNet(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         if self.gate_logits is not None:
             gated = self.head_of_column >= 0
-            scale = torch.ones(features.shape[-1], dtype=features.dtype)
+            scale = torch.ones(features.shape[-1], dtype=features.dtype, device=features.device)
             scale[gated] = self.gates()[self.head_of_column[gated]]
             features = features * scale
         return self.layers(features).squeeze(-1)
@@ -272,6 +272,8 @@ class ExpNetPlus:
     best_epoch: int = 0
     calibrated_threshold: float = 0.5
     n_pseudo_examples: int = 0
+    threshold: float = 0.5
+    context: dict = field(default_factory=dict)  # fold, tasks, encoder, classifier shape (models/artifacts.py)
 
     def predict(self, features: np.ndarray, example_ids: np.ndarray | None = None) -> np.ndarray:
         """Token probabilities for raw signals [N, len(columns)] of the target classifier; `example_ids`

@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .classifier import iter_batches, pad_batch
+from .runner import eval_mode, forward, iter_batches, pad_batch
 
 
 def feature_names(n_heads: int) -> list[str]:
@@ -37,10 +37,7 @@ def special_token_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor, sp
 
 def layer_attention(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, layer: int) -> torch.Tensor:
     """Attention probabilities [B, H, T, T] of one layer (negative indices count from the last)."""
-    outputs = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
-    if not outputs.attentions or outputs.attentions[0] is None:
-        raise RuntimeError("the model returned no attentions; load it with attn_implementation='eager'")
-    return outputs.attentions[layer]
+    return forward(model, input_ids, attention_mask, attentions=True).attentions[layer]
 
 
 def extract_attention_features(model: torch.nn.Module, examples: pd.DataFrame, layer: int, batch_size: int,
@@ -50,11 +47,10 @@ def extract_attention_features(model: torch.nn.Module, examples: pd.DataFrame, l
 
     `examples` needs `example_id`, `input_ids` and `token_labels`; see `extract_token_rows`.
     """
-    model.eval()
-
     @torch.inference_mode()
     def compute(input_ids: torch.Tensor, attention_mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return cls_attention_features(layer_attention(model, input_ids, attention_mask, layer)).float()
+        with eval_mode(model):
+            return cls_attention_features(layer_attention(model, input_ids, attention_mask, layer)).float()
 
     return extract_token_rows(examples, compute, feature_names(model.config.num_attention_heads), batch_size,
                               pad_token_id, special_ids, tokenizer, chunk_size, "attention features")
@@ -84,7 +80,7 @@ def extract_token_rows(examples: pd.DataFrame, compute: Callable[[torch.Tensor, 
                 keep = (~special[row]).nonzero().squeeze(1)
                 record = chunk.iloc[index]
                 labels = record["token_labels"]
-                frame = pd.DataFrame(features[row, keep].detach().numpy(), columns=list(names))
+                frame = pd.DataFrame(features[row, keep.to(features.device)].detach().cpu().numpy(), columns=list(names))
                 frame.insert(0, "example_id", record["example_id"])
                 frame.insert(1, "position", keep.numpy())
                 tokens = input_ids[row, keep].tolist()

@@ -21,11 +21,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-import numpy as np
-import pandas as pd
 import torch
 
 from .features import cls_attention_features, feature_names
+from .runner import eval_mode, forward
 
 FEATURE_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers", "afn_norm",
                 "position")
@@ -82,16 +81,14 @@ def _leaf_output(store: dict, key: str):
 def _frozen(model: torch.nn.Module) -> Iterator[None]:
     """Weights without gradients (restored after), so the graph starts where `_leaf_input` makes it start."""
     flags = [p.requires_grad for p in model.parameters()]
-    was_training = model.training
-    model.eval()
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for parameter, flag in zip(model.parameters(), flags):
-            parameter.requires_grad_(flag)
-        model.train(was_training)
+    with eval_mode(model):
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+        try:
+            yield
+        finally:
+            for parameter, flag in zip(model.parameters(), flags):
+                parameter.requires_grad_(flag)
 
 
 def _leaf_input(store: dict, key: int, make_leaf: bool):
@@ -115,6 +112,14 @@ def token_signals(model: torch.nn.Module, input_ids: torch.Tensor, attention_mas
                   feature_sets: Sequence[str], layer: int = -1,
                   continuation_ids: torch.Tensor | None = None) -> torch.Tensor:
     """[B, T, F] float32 signals for `feature_sets` (columns as `columns_for`), one pass of the classifier."""
+    return signals_and_logits(model, input_ids, attention_mask, target, feature_sets, layer, continuation_ids)[0]
+
+
+def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       target: torch.Tensor | None, feature_sets: Sequence[str], layer: int = -1,
+                       continuation_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_signals` and the classifier's logits [B, C] of the same pass; `target=None` explains the
+    predicted class (read from those logits), so classifying and explaining new text is one pass."""
     unknown = set(feature_sets) - set(FEATURE_SETS)
     if unknown:
         raise ValueError(f"unknown feature sets {sorted(unknown)}; known: {list(FEATURE_SETS)}")
@@ -135,20 +140,19 @@ def token_signals(model: torch.nn.Module, input_ids: torch.Tensor, attention_mas
             hooks.append(blocks[layer].register_forward_pre_hook(_leaf_input(inputs, layer, not full),
                                                                  with_kwargs=True))
         try:
-            output = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True,
-                           output_hidden_states="afn_norm" in wants)
+            output = forward(model, input_ids, attention_mask, attentions=True, hidden_states="afn_norm" in wants)
         finally:
             for hook in hooks:
                 hook.remove()
         attentions = output.attentions
-        if not attentions or attentions[0] is None:
-            raise RuntimeError("the model returned no attentions; load it with attn_implementation='eager'")
         grads = {}
         if gradients:
             wrt = {"attention": attentions[layer], "layer": inputs[layer], "embedding": inputs.get("embedding")}
             keys = [k for k, needed in (("attention", "attention_x_gradient" in wants),
                                         ("layer", "layer_gradient" in wants),
                                         ("embedding", "saliency" in wants)) if needed]
+            if target is None:
+                target = output.logits.detach().argmax(-1)
             logit = output.logits.float().gather(1, target[:, None].to(output.logits.device)).sum()
             grads = dict(zip(keys, torch.autograd.grad(logit, [wrt[k] for k in keys])))
     parts = []
@@ -167,7 +171,7 @@ def token_signals(model: torch.nn.Module, input_ids: torch.Tensor, attention_mas
             parts.append(torch.stack([h.detach().norm(dim=-1) for h in output.hidden_states], dim=-1))
         elif name == "position":
             parts.append(position_signals(input_ids, attention_mask, continuation_ids))
-    return torch.cat([p.float() for p in parts], dim=-1)
+    return torch.cat([p.float() for p in parts], dim=-1), output.logits.detach().float()
 
 
 def position_signals(input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -175,12 +179,12 @@ def position_signals(input_ids: torch.Tensor, attention_mask: torch.Tensor,
     """[B, T, 4]: relative position among the non-special tokens (0 first .. 1 last), 1 / their number,
     continuation flag, last-token flag. Sequences are [CLS] tokens... [SEP] then padding."""
     n_real = attention_mask.sum(1, keepdim=True).float() - 2  # minus [CLS] and [SEP]
-    index = torch.arange(input_ids.shape[1], dtype=torch.float32)[None, :] - 1  # 0 at the first real token
+    index = torch.arange(input_ids.shape[1], dtype=torch.float32, device=input_ids.device)[None, :] - 1  # 0 at the first real token
     relative = (index / (n_real - 1).clamp(min=1)).clamp(0, 1)
     inverse_length = (1 / n_real.clamp(min=1)).expand_as(relative)
     if continuation_ids is None:
         continuation = torch.zeros_like(relative)
     else:
-        continuation = torch.isin(input_ids, continuation_ids).float()
+        continuation = torch.isin(input_ids, continuation_ids.to(input_ids.device)).float()
     last = (index == n_real - 1).float()
     return torch.stack([relative, inverse_length, continuation, last], dim=-1)

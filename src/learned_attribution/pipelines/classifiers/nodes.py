@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.models.classifier import (TrainingConfig, classification_metrics, fine_tune, predict_proba,
+from learned_attribution.models.classifier import (TrainingConfig, classification_metrics, fine_tune,
                                                    resolve_bf16, seed_everything)
+from learned_attribution.models.runner import predict_proba
 from learned_attribution.models.encoder import load_encoder, load_sequence_classifier, load_tokenizer
 from learned_attribution.models.features import extract_attention_features, extract_token_rows, frame_token_ids
 

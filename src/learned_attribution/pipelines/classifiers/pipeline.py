@@ -2,8 +2,8 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
 from .nodes import attention_features, combine_classifier_metrics, explainer_signals, predict_examples, train_classifier
+from learned_attribution.tasks import TASKS
 
-TASKS = ("hatexplain", "sst2", "cola")
 
 
 def task_template() -> Pipeline:

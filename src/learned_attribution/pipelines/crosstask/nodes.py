@@ -31,11 +31,22 @@ def _explainer_tokens(features: pd.DataFrame, role: str) -> pd.DataFrame:
     return rows[positives > 0]
 
 
-def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Callable], params: dict[str, Any],
-                      seed: int) -> tuple[ExpNetTraining, pd.DataFrame, dict[str, float]]:
+def _context(classifier: TrainedClassifier, training_tasks: list[str], rho: float, params: dict[str, Any],
+             encoder: dict[str, Any], max_length: int, fold: str) -> dict:
+    from learned_attribution.models.artifacts import explainer_context
+
+    return explainer_context(classifier.model, classifier.tokenizer, fold=fold,
+                             held_out_task=fold.removeprefix("heldout_"), training_tasks=sorted(training_tasks),
+                             encoder=encoder["name_or_path"], layer=params["layer"], rho=rho, max_length=max_length)
+
+
+def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Callable], classifier: TrainedClassifier,
+                      params: dict[str, Any], encoder: dict[str, Any], max_length: int, seed: int, *,
+                      fold: str) -> tuple[ExpNetTraining, pd.DataFrame, dict[str, float]]:
     """Train ExpNet on the two training tasks' rationale_train tokens (correct predictions only),
     stop early on their rationale_val tokens, calibrate a threshold there, and fix the top-k budget
-    rho as the mean rationale density of the training tasks (the held-out labels are never read)."""
+    rho as the mean rationale density of the training tasks (the held-out labels are never read).
+    The held-out task's `classifier` is only read for its shape, recorded in the saved explainer's config."""
     tables = [_feature_table(features_a), _feature_table(features_b)]
     n_heads = sum(c.startswith("cls_to_tok_h") for c in tables[0].columns)
     names = feature_names(n_heads)
@@ -54,7 +65,10 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
     grouped = val.assign(p=val_probabilities).groupby("example_id", sort=False)
     training.calibrated_threshold = calibrate_threshold([g["p"].to_numpy() for _, g in grouped],
                                                         [g["token_label"].to_numpy() for _, g in grouped])
+    training.threshold = config.threshold
     densities = train.groupby("task")["token_label"].mean()
+    training.context = _context(classifier, list(densities.index), float(densities.mean()), params, encoder,
+                                max_length, fold)
     budget = {"rho": float(densities.mean()), "threshold": config.threshold,
               "calibrated_threshold": training.calibrated_threshold,
               **{f"density_{task}": float(d) for task, d in densities.items()},
@@ -194,6 +208,18 @@ def heatmaps(token_scores: pd.DataFrame, predictions: pd.DataFrame, metrics: pd.
                         examples, methods)
 
 
+def fold_card(fold_metrics: pd.DataFrame, budget: dict[str, float], params: dict[str, Any], *, fold: str) -> dict:
+    """What applying the fold's explainers to new text needs besides their weights (read by
+    `learned_attribution.explain`): the best baseline (AUROC, among methods run on every example) with every
+    baseline's settings, the matched budget rho and the attention layer."""
+    baselines = matched_baselines(fold_metrics)
+    best = baselines.sort_values("auroc", ascending=False)["method"].iloc[0] if len(baselines) else "saliency"
+    return {"fold": fold, "held_out_task": fold.removeprefix("heldout_"), "best_baseline": best,
+            "best_baseline_auroc": float(baselines["auroc"].max()) if len(baselines) else None,
+            "baselines": {name: dict(settings or {}) for name, settings in params["baselines"].items()},
+            "rho": float(budget["rho"]), "layer": int(params["layer"])}
+
+
 def combine_folds(*fold_metrics: pd.DataFrame) -> pd.DataFrame:
     """All folds' metrics in one table: data/08_reporting/crosstask_metrics.csv."""
     return pd.concat(fold_metrics, ignore_index=True)
@@ -300,10 +326,12 @@ def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Call
 
 
 def fit_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callable],
-                    signals_heldout: dict[str, Callable], budget: dict[str, float], params: dict[str, Any],
-                    seed: int) -> dict:
+                    signals_heldout: dict[str, Callable], classifier: TrainedClassifier, budget: dict[str, float],
+                    params: dict[str, Any], encoder: dict[str, Any], max_length: int, seed: int, *,
+                    fold: str) -> dict:
     """Every ExpNet+ variant retrained on both training tasks (early stopping on their validation rows)
-    for the held-out classifier, whose signals enter unlabeled (its token labels are dropped here)."""
+    for the held-out classifier, whose signals enter unlabeled (its token labels are dropped here; the
+    `classifier` is only read for its shape, recorded in each saved variant's config)."""
     from learned_attribution.models.expnet_plus import fit_variant
 
     variants, columns, n_heads, settings = _expnet_plus_setup(signals_a, params, seed)
@@ -312,8 +340,14 @@ def fit_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callabl
     val = pd.concat([p["val"] for p in parts], ignore_index=True)
     target = _feature_table(signals_heldout).drop(columns=["token_label"])
     stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
-    return {v.name: fit_variant(v, train, val, target, stats, columns[v.name], budget["rho"], n_heads, settings)
-            for v in variants}
+    context = _context(classifier, sorted(train["task"].unique()), budget["rho"], params, encoder, max_length, fold)
+    models = {}
+    for variant in variants:
+        models[variant.name] = fit_variant(variant, train, val, target, stats, columns[variant.name], budget["rho"],
+                                           n_heads, settings)
+        models[variant.name].threshold = budget["threshold"]
+        models[variant.name].context = context | {"variant": variant.name}
+    return models
 
 
 def chosen_expnet_plus(models: dict, selection: pd.DataFrame):

@@ -6,11 +6,11 @@ from kedro.pipeline import Pipeline, node, pipeline
 from learned_attribution.pipelines import classifiers, data_processing
 
 from .nodes import (chosen_expnet_plus, combine_folds, crosstask_summary, explain_heldout, expnet_plus_ablation,
-                    expnet_plus_report,
+                    expnet_plus_report, fold_card,
                     fit_expnet_plus, fold_faithfulness, heatmaps, plot_fold, score_fold, select_expnet_plus,
                     train_fold_expnet)
+from learned_attribution.tasks import TASKS
 
-TASKS = ("hatexplain", "sst2", "cola")
 
 
 def _bind(function, **fixed):
@@ -24,12 +24,14 @@ def fold_template(held_out_task: str) -> Pipeline:
     classifier and predictions, mapped onto the shared datasets when instantiated."""
     fold = f"heldout_{held_out_task}"
     return pipeline([
-        node(train_fold_expnet, ["train_features_a", "train_features_b", "params:crosstask", "params:seed"],
-             ["expnet", "expnet_history", "budget"], name="train_expnet"),
+        node(_bind(train_fold_expnet, fold=fold),
+             ["train_features_a", "train_features_b", "classifier", "params:crosstask", "params:encoder",
+              "params:max_length", "params:seed"], ["expnet", "expnet_history", "budget"], name="train_expnet"),
         node(select_expnet_plus, ["train_signals_a", "train_signals_b", "budget", "params:crosstask", "params:seed"],
              "expnet_plus_selection", name="select_expnet_plus"),
-        node(fit_expnet_plus, ["train_signals_a", "train_signals_b", "heldout_signals", "budget", "params:crosstask",
-                               "params:seed"], "expnet_plus_variants", name="fit_expnet_plus"),
+        node(_bind(fit_expnet_plus, fold=fold),
+             ["train_signals_a", "train_signals_b", "heldout_signals", "classifier", "budget", "params:crosstask",
+              "params:encoder", "params:max_length", "params:seed"], "expnet_plus_variants", name="fit_expnet_plus"),
         node(chosen_expnet_plus, ["expnet_plus_variants", "expnet_plus_selection"], "expnet_plus",
              name="chosen_expnet_plus"),
         node(_bind(expnet_plus_ablation, fold=fold),
@@ -43,6 +45,8 @@ def fold_template(held_out_task: str) -> Pipeline:
              ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "params:crosstask", "params:seed"],
              "fold_metrics", name="score_fold"),
         node(_bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
+        node(_bind(fold_card, fold=fold), ["fold_metrics", "budget", "params:crosstask"], "fold_card",
+             name="fold_card"),
         node(_bind(heatmaps, fold=fold),
              ["token_scores", "predictions", "fold_metrics", "classifier", "params:crosstask.n_heatmaps",
               "params:seed"], "heatmaps", name="heatmaps"),
@@ -61,7 +65,8 @@ def create_folds() -> Pipeline:
                     "train_signals_b": f"{train_b}.explainer_signals",
                     "heldout_signals": f"{task}.explainer_signals",
                     "classifier": f"{task}.classifier", "predictions": f"{task}.rationale_predictions"},
-            parameters={"crosstask": "crosstask", "crosstask.n_heatmaps": "crosstask.n_heatmaps", "seed": "seed"}))
+            parameters={"crosstask": "crosstask", "crosstask.n_heatmaps": "crosstask.n_heatmaps", "seed": "seed",
+                        "encoder": "encoder", "max_length": "max_length"}))
     report = pipeline([
         node(combine_folds, [f"heldout_{t}.fold_metrics" for t in TASKS], "crosstask_metrics", name="combine_folds"),
         node(crosstask_summary, ["crosstask_metrics", "classifier_metrics"], "crosstask_summary",

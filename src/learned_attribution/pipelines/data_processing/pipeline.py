@@ -2,8 +2,8 @@
 from kedro.pipeline import Pipeline, node, pipeline
 
 from .nodes import build_data_report, read_cola, read_hatexplain, read_sst2, tokenize_examples
+from learned_attribution.tasks import TASKS
 
-TASKS = ("hatexplain", "sst2", "cola")
 
 
 def create_pipeline(**kwargs) -> Pipeline:

@@ -20,13 +20,12 @@ from learned_attribution.data.projection import project_to_subwords
 from learned_attribution.data.schema import EXAMPLE_COLUMNS
 from learned_attribution.datasets import TrainedClassifier
 from learned_attribution.evaluation import METRIC_COLUMNS
-from learned_attribution.models.classifier import predict_proba
+from learned_attribution.models.runner import predict_proba
 from learned_attribution.models.expnet import ExpNetTraining
+from learned_attribution.tasks import FOLD_PREFIX, TASKS
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("hatexplain", "sst2", "cola")
-FOLD_PREFIX = "heldout_"
 EXTERNAL_ROLE = "rationale_test"  # the role the crosstask scoring functions read
 EXTRA_COLUMNS = ["classifier_task", "file"]  # provenance appended to the crosstask metrics table
 REQUIRED_KEYS = ("words", "rationale", "label")
@@ -149,7 +148,7 @@ def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
     `artifacts` holds `classifier_<task>`, `expnet_<fold>`, `expnet_plus_<fold>` and `budget_<fold>` for every
     task and fold
     (Kedro loads node inputs by name, so all are declared; only the chosen ones are returned). The
-    matched-budget rho is the fold's; the calibrated threshold is the pickled ExpNet's."""
+    matched-budget rho is the fold's; the calibrated threshold is the saved ExpNet's."""
     settings = external_settings(settings)
     task = settings["classifier_task"]
     if task not in TASKS:
@@ -164,7 +163,7 @@ def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
         raise ValueError(f"{fold}'s ExpNet reads {n_features} attention features but the {task} classifier has "
                          f"{n_heads} heads ({2 * n_heads} features): they come from different encoders")
     if not np.isclose(budget.get("calibrated_threshold", expnet.calibrated_threshold), expnet.calibrated_threshold):
-        logger.warning("%s: budget json says calibrated threshold %s, the pickled ExpNet %s; using the ExpNet's",
+        logger.warning("%s: budget json says calibrated threshold %s, the saved ExpNet %s; using the ExpNet's",
                        fold, budget.get("calibrated_threshold"), expnet.calibrated_threshold)
     budget["calibrated_threshold"] = float(expnet.calibrated_threshold)
     if task != held_out:

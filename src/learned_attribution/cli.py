@@ -1,0 +1,173 @@
+"""`learned-attribution explain`: explain new text with a trained fold (see docs/explain.md).
+
+    learned-attribution explain --fold heldout_sst2 "A gutsy and exhilarating movie ." --output out.jsonl --html out.html
+    learned-attribution explain --fold heldout_cola --input sentences.txt --method expnet_plus --method saliency
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from learned_attribution.explain import DEFAULT_MODELS_DIR, ExplainInputError, FoldExplainer
+from learned_attribution.tasks import FOLDS
+
+FORMATS = (".txt", ".jsonl", ".csv")
+
+
+def _decoded_lines(path: Path) -> list[str]:
+    """The file's lines (line ends kept), decoded as UTF-8; a line that is not valid UTF-8 is an error naming it."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise ExplainInputError(f"{path}: cannot be read ({error.strerror})") from error
+    lines = []
+    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
+        try:
+            lines.append(line.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise ExplainInputError(f"{path} line {number}: not valid UTF-8 ({error.reason} at byte {error.start})") \
+                from error
+    return lines
+
+
+def _require_text(value: str, where: str) -> str:
+    if not value.strip():
+        raise ExplainInputError(f"{where}: empty text")
+    return value
+
+
+def read_inputs(path: str | Path, text_column: str = "text") -> tuple[list[str | list[str]], list[str]]:
+    """Texts (or word lists) and ids from a .txt (one text a line), .jsonl (`text` or `words`, optional `id`)
+    or .csv file (`text_column`, optional `id` column). Ids default to the line number."""
+    path = Path(path)
+    if path.suffix not in FORMATS:
+        raise ExplainInputError(f"{path}: unknown input format {path.suffix!r}; expected one of {list(FORMATS)}")
+    lines = _decoded_lines(path)
+    texts: list[str | list[str]] = []
+    ids: list[str] = []
+    if path.suffix == ".txt":
+        for number, line in enumerate(lines, start=1):
+            texts.append(_require_text(line.rstrip("\r\n"), f"{path} line {number}"))
+            ids.append(str(number))
+    elif path.suffix == ".jsonl":
+        for number, line in enumerate(lines, start=1):
+            where = f"{path} line {number}"
+            if not line.strip():
+                raise ExplainInputError(f"{where}: empty line (one JSON object a line)")
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ExplainInputError(f"{where}: not valid JSON ({error.msg})") from error
+            if not isinstance(record, dict) or ("text" not in record and "words" not in record):
+                raise ExplainInputError(f"{where}: expected an object with a 'text' (string) or 'words' (list of "
+                                        f"strings) field, got {str(record)[:80]}")
+            if "words" in record:
+                words = record["words"]
+                if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+                    raise ExplainInputError(f"{where}: 'words' must be a list of strings")
+                if not any(w.strip() for w in words):
+                    raise ExplainInputError(f"{where}: empty text")
+                texts.append(words)
+            else:
+                if not isinstance(record["text"], str):
+                    raise ExplainInputError(f"{where}: 'text' must be a string")
+                texts.append(_require_text(record["text"], where))
+            ids.append(str(record.get("id", number)))
+    else:
+        reader = csv.DictReader(lines)
+        columns = reader.fieldnames or []
+        if text_column not in columns:
+            raise ExplainInputError(f"{path} line 1: no column {text_column!r} (columns: {columns}); "
+                                    "choose one with --text-column")
+        for record in reader:
+            where = f"{path} line {reader.line_num}"
+            texts.append(_require_text(record[text_column] or "", where))
+            ids.append(str(record["id"]) if record.get("id") not in (None, "") else str(reader.line_num))
+    if not texts:
+        raise ExplainInputError(f"{path}: no texts")
+    return texts, ids
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def explain_command(args: argparse.Namespace) -> int:
+    if bool(args.texts) == bool(args.input):
+        raise ExplainInputError("give either TEXT arguments or --input FILE (not both, not neither)")
+    if args.input:
+        texts, ids = read_inputs(args.input, args.text_column)
+    else:
+        texts = [_require_text(text, f"TEXT argument {index + 1}") for index, text in enumerate(args.texts)]
+        ids = [str(index + 1) for index in range(len(texts))]
+    explainer = FoldExplainer.from_fold(args.fold, classifier=args.classifier, models_dir=args.models_dir,
+                                        device=args.device, max_length=args.max_length)
+    methods = args.method or explainer.default_methods
+    with tqdm(total=len(texts), desc=f"explain ({', '.join(methods)})", unit="text", file=sys.stderr,
+              disable=not args.input) as progress:
+        explanations = explainer.explain(texts, methods=methods, batch_size=args.batch_size, ids=ids,
+                                         progress=progress)
+    lines = "".join(json.dumps(e.record(), ensure_ascii=False) + "\n" for e in explanations)
+    if args.output:
+        _atomic_write(Path(args.output), lines)
+    else:
+        sys.stdout.write(lines)
+    if args.html:
+        from learned_attribution.reporting import explanation_page
+
+        title = f"{explainer.folder.name}: explanations of the {args.classifier or explainer.card['held_out_task']} classifier"
+        _atomic_write(Path(args.html), explanation_page(title, explanations, methods))
+    written = [str(p) for p in (args.output, args.html) if p]
+    if written:
+        print(f"explained {len(explanations)} texts with {', '.join(methods)}: wrote {', '.join(written)}",
+              file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="learned-attribution",
+                                     description="Learned token attribution: explain a classifier's predictions.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    explain = commands.add_parser("explain", help="explain new text with a trained fold",
+                                  description="Per-word scores of each method for the class the classifier predicts.")
+    explain.add_argument("texts", nargs="*", metavar="TEXT", help="texts to explain (or use --input)")
+    explain.add_argument("--fold", required=True, help=f"trained fold ({', '.join(FOLDS)}) or a fold folder")
+    explain.add_argument("--classifier", help="task name (sst2, ...), a save_pretrained folder or a hub name "
+                                              "(default: the fold's held-out task's classifier)")
+    explain.add_argument("--method", action="append", help="method to apply (repeatable; default: expnet_plus and "
+                                                           "the fold's best baseline)")
+    explain.add_argument("--input", help="a .txt (one text a line), .jsonl (text or words, optional id) or .csv file")
+    explain.add_argument("--text-column", default="text", help="text column of a .csv input (default: text)")
+    explain.add_argument("--output", help="JSONL output file (default: standard output)")
+    explain.add_argument("--html", help="also write an HTML page (works offline)")
+    explain.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="where trained folds and classifiers "
+                                                                             "are (default: data/06_models)")
+    explain.add_argument("--batch-size", type=int, default=16)
+    explain.add_argument("--max-length", type=int, help="subword tokens per text (default: the fold's, 128)")
+    explain.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    explain.set_defaults(run=explain_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ExplainInputError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

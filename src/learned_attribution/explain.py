@@ -1,0 +1,322 @@
+"""Explain new text with a trained fold: the Python API behind the CLI and the served MLflow model (no Kedro).
+
+    from learned_attribution.explain import FoldExplainer
+    explainer = FoldExplainer.from_fold("heldout_sst2")              # data/06_models/heldout_sst2 + its classifier
+    [result] = explainer.explain(["A gutsy and exhilarating movie ."], methods=["expnet_plus", "saliency"])
+    result.word_scores["expnet_plus"], result.rationale["expnet_plus"], result.predicted, result.probability
+
+A fold folder (`data/06_models/heldout_<task>/`, written by `kedro run --pipeline crosstask`) holds the paper's
+ExpNet (`expnet_paper/`) and the chosen ExpNet+ (`expnet_plus/`) as safetensors + JSON (`models/artifacts.py`),
+and `fold.json` (best baseline, baseline settings, budget). The classifier explained is by default the fold's
+held-out task's (`data/06_models/classifier_<task>`), or any BERT-family sequence classifier folder saved with
+`save_pretrained`, or a hub name where the hub is reachable; a served bundle carries it in `classifier/`.
+
+Words and scores:
+- A text is split into words at whitespace (`split_words`); pass a list of words instead to keep your own
+  segmentation. Each word is tokenised into subwords (`is_split_into_words`), `[CLS]`/`[SEP]` are added, and a
+  text over `max_length` subwords is explained on its first `max_length` (`truncated`, with a warning).
+- Every method scores the subword tokens for the class the classifier predicts. A word's score aggregates its
+  subwords: the sum for signed methods (evidence for and against: IG, Input x Gradient, occlusion, LIME,
+  KernelSHAP, AttCAT, whose token scores add up), the maximum otherwise (a word is as important as its
+  most important piece; learned explainers output probabilities). Words without a subword (cut by
+  truncation, or characters the tokenizer drops) get `None` and are never in a rationale.
+- Rationale (each method's own rule, per word): learned explainers mark words whose probability reaches
+  their threshold calibrated on the training tasks' validation data (at least one word); other methods mark
+  the top k = round(rho x n words), rho being the fold's matched budget (the training tasks' rationale density).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from learned_attribution.data.projection import project_to_subwords
+from learned_attribution.datasets import TrainedClassifier
+from learned_attribution.explainers import EXPLAINERS, Explainer, build_explainer
+from learned_attribution.explainers.base import make_batch
+from learned_attribution.metrics.plausibility import budget_k, threshold_mask, top_k_mask
+from learned_attribution.models import artifacts
+from learned_attribution.models.features import frame_token_ids
+from learned_attribution.models.runner import eval_mode, iter_batches, predict_proba, resolve_device
+from learned_attribution.models.signals import continuation_token_ids
+from learned_attribution.tasks import FOLD_PREFIX, FOLDS, TASKS
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODELS_DIR = Path("data/06_models")
+LEARNED = ("expnet_plus", "expnet_paper")
+FOLD_CARD = "fold.json"
+BUNDLED_CLASSIFIER = "classifier"
+
+
+class ExplainInputError(ValueError):
+    """Bad input to the API or CLI: the message names the text (or file and line), fold, method or parameter."""
+
+
+@dataclass
+class Explanation:
+    """One explained text."""
+
+    text: str
+    words: list[str]
+    tokens: list[str]  # subword tokens, [CLS]/[SEP] excluded
+    token_words: list[int]  # the word each token belongs to
+    predicted: int
+    label: str  # the classifier's name for `predicted` (config.id2label)
+    probability: float  # of the predicted class
+    truncated: bool
+    token_scores: dict[str, list[float]] = field(default_factory=dict)
+    word_scores: dict[str, list[float | None]] = field(default_factory=dict)
+    rationale: dict[str, list[int]] = field(default_factory=dict)  # 0/1 per word, each method's own rule
+    id: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The JSONL object of the CLI and the served model."""
+        return {"id": self.id, "text": self.text, "words": self.words, "predicted": self.predicted,
+                "label": self.label, "probability": self.probability, "truncated": self.truncated,
+                "scores": self.word_scores, "rationale": self.rationale}
+
+
+def split_words(text: str) -> list[str]:
+    """Whitespace segmentation (punctuation stays attached to its word; the tokenizer splits it into subwords)."""
+    return text.split()
+
+
+def word_scores(token_scores: np.ndarray, token_words: Sequence[int], n_words: int, signed: bool) -> list[float | None]:
+    """Per-word scores from per-token scores: sum over a word's tokens if `signed`, else their maximum;
+    None for a word without tokens."""
+    out: list[float | None] = [None] * n_words
+    for score, word in zip(np.asarray(token_scores, dtype=float), token_words):
+        current = out[word]
+        out[word] = float(score) if current is None else (current + float(score) if signed else max(current, float(score)))
+    return out
+
+
+def own_rule(scores: Sequence[float | None], threshold: float | None, rho: float) -> list[int]:
+    """0/1 per word: `threshold_mask` (learned explainers) or top-k at the budget rho, over words with a score."""
+    present = [i for i, s in enumerate(scores) if s is not None]
+    mask = [0] * len(scores)
+    if not present:
+        return mask
+    values = np.asarray([scores[i] for i in present], dtype=float)
+    chosen = threshold_mask(values, threshold) if threshold is not None else top_k_mask(values, budget_k(len(values), rho))
+    for index, keep in zip(present, chosen):
+        mask[index] = int(keep)
+    return mask
+
+
+# ----------------------------------------------------------------------------------------------------
+# Loading a fold and a classifier
+# ----------------------------------------------------------------------------------------------------
+
+def trained_folds(models_dir: str | Path) -> list[str]:
+    models_dir = Path(models_dir)
+    return sorted(p.name for p in models_dir.glob(f"{FOLD_PREFIX}*") if (p / FOLD_CARD).is_file()) \
+        if models_dir.is_dir() else []
+
+
+def fold_folder(fold: str | Path, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
+    """The folder of a trained fold: a fold name under `models_dir`, or a folder path (a served bundle)."""
+    path = Path(fold)
+    if path.is_dir():
+        folder = path
+    elif str(fold) in FOLDS:
+        folder = Path(models_dir) / str(fold)
+    else:
+        raise ExplainInputError(f"unknown fold {str(fold)!r}; the folds are {list(FOLDS)} "
+                                f"(trained in {models_dir}: {trained_folds(models_dir) or 'none'})")
+    missing = [name for name in (FOLD_CARD, "expnet_plus", "expnet_paper")
+               if not (folder / name).exists() or (name != FOLD_CARD and not artifacts.is_complete(folder / name))]
+    if missing:
+        raise ExplainInputError(
+            f"no trained fold at {folder} (missing {', '.join(missing)}): run `kedro run --pipeline crosstask` "
+            "in the project (or `kedro run --pipeline folds` once the classifiers are trained)")
+    return folder
+
+
+def load_classifier(spec: str | Path | None, models_dir: str | Path = DEFAULT_MODELS_DIR,
+                    default_task: str | None = None) -> TrainedClassifier:
+    """A sequence classifier with its tokenizer (eager attention, eval mode): a task name (the project's
+    fine-tuned `classifier_<task>`), a folder saved with `save_pretrained`, or a hub name."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    spec = default_task if spec is None else spec
+    if spec is None:
+        raise ExplainInputError("no classifier given and the fold names no held-out task")
+    path = Path(models_dir) / f"classifier_{spec}" if str(spec) in TASKS else Path(spec)
+    if str(spec) in TASKS and not (path / "config.json").is_file():
+        raise ExplainInputError(f"no trained {spec} classifier at {path}: run `kedro run --pipeline classifiers`")
+    source = str(path) if path.exists() else str(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForSequenceClassification.from_pretrained(source, attn_implementation="eager")
+    except (OSError, ValueError) as error:
+        raise ExplainInputError(
+            f"classifier {str(spec)!r} could not be loaded ({type(error).__name__}: {str(error).splitlines()[0]}). "
+            f"Give a task ({', '.join(TASKS)}), a folder saved with save_pretrained, or a hub name where the hub "
+            "is reachable.") from error
+    if not getattr(tokenizer, "is_fast", False):
+        raise ExplainInputError(f"classifier {str(spec)!r}: its tokenizer has no fast version (word_ids are needed)")
+    return TrainedClassifier(model.eval(), tokenizer)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The explainer of one fold
+# ----------------------------------------------------------------------------------------------------
+
+class FoldExplainer:
+    """A trained fold's learned explainers and every registered baseline, applied to one classifier."""
+
+    def __init__(self, folder: str | Path, classifier: TrainedClassifier, device: str = "auto",
+                 max_length: int | None = None):
+        folder = Path(folder)
+        self.folder = folder
+        self.card = json.loads((folder / FOLD_CARD).read_text())
+        self.learned = {"expnet_plus": artifacts.load_explainer(folder / "expnet_plus"),
+                        "expnet_paper": artifacts.load_explainer(folder / "expnet_paper")}
+        for name, learned in self.learned.items():
+            artifacts.check_compatible(learned.context, classifier.model, classifier.tokenizer,
+                                       where=f"{folder.name}/{name}")
+        self.classifier = classifier
+        self.device = resolve_device(device)
+        classifier.model.to(self.device).eval()
+        context = self.learned["expnet_plus"].context
+        self.max_length = int(max_length or context.get("max_length", 128))
+        self.rho = float(self.card["rho"])
+        self.layer = int(self.card.get("layer", context.get("layer", -1)))
+        self._explainers: dict[str, Explainer] = {}
+
+    @classmethod
+    def from_fold(cls, fold: str | Path, classifier: str | Path | TrainedClassifier | None = None,
+                  models_dir: str | Path = DEFAULT_MODELS_DIR, device: str = "auto",
+                  max_length: int | None = None) -> "FoldExplainer":
+        """Load fold `fold` (`heldout_<task>`, or a fold folder) and a classifier (default: the classifier
+        bundled with the folder, else the fold's held-out task's)."""
+        folder = fold_folder(fold, models_dir)
+        if not isinstance(classifier, TrainedClassifier):
+            if classifier is None and (folder / BUNDLED_CLASSIFIER / "config.json").is_file():
+                classifier = folder / BUNDLED_CLASSIFIER
+            card = json.loads((folder / FOLD_CARD).read_text())
+            classifier = load_classifier(classifier, models_dir, default_task=card.get("held_out_task"))
+        return cls(folder, classifier, device=device, max_length=max_length)
+
+    @property
+    def methods(self) -> list[str]:
+        """Every method this fold can apply: its two learned explainers and every registered baseline."""
+        return [*LEARNED, *sorted(n for n in EXPLAINERS if n not in LEARNED)]
+
+    @property
+    def default_methods(self) -> list[str]:
+        """ExpNet+ and the fold's best baseline (by AUROC on its held-out task)."""
+        return ["expnet_plus", self.card["best_baseline"]]
+
+    def is_signed(self, method: str) -> bool:
+        return EXPLAINERS[method].signed
+
+    def explainer(self, method: str) -> Explainer:
+        if method not in self.methods:
+            raise ExplainInputError(f"unknown method {method!r}; available: {self.methods}")
+        if method not in self._explainers:
+            if method == "expnet_plus":
+                self._explainers[method] = build_explainer(
+                    method, model=self.learned[method], layer=self.layer,
+                    continuation_ids=continuation_token_ids(self.classifier.tokenizer))
+            elif method == "expnet_paper":
+                self._explainers[method] = build_explainer(method, training=self.learned[method], layer=self.layer)
+            else:
+                self._explainers[method] = build_explainer(method, **self.card.get("baselines", {}).get(method, {}))
+        return self._explainers[method]
+
+    def threshold(self, method: str) -> float | None:
+        return self.learned[method].calibrated_threshold if method in self.learned else None
+
+    def explain(self, texts: Sequence[str | Sequence[str]], methods: Sequence[str] | None = None,
+                batch_size: int = 16, ids: Sequence[str] | None = None, progress=None) -> list[Explanation]:
+        """One `Explanation` per text (a string, split at whitespace, or a list of words), in input order.
+
+        `methods` default to `default_methods`; `progress` (e.g. a tqdm bar) is updated per explained text."""
+        methods = list(self.default_methods if methods is None else dict.fromkeys(methods))
+        for method in methods:
+            self.explainer(method)  # unknown names fail before any work
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ExplainInputError(f"batch_size={batch_size!r}: must be a positive integer")
+        words = [self._words(text, index) for index, text in enumerate(texts)]
+        if ids is not None and len(ids) != len(words):
+            raise ExplainInputError(f"{len(ids)} ids for {len(words)} texts")
+        tokenized = self._tokenize(words)
+        tokenized["text"] = [text if isinstance(text, str) else " ".join(w) for text, w in zip(texts, words)]
+        results: list[Explanation | None] = [None] * len(words)
+        input_ids = list(tokenized["input_ids"])
+        for batch in iter_batches(input_ids, batch_size):
+            for index, explanation in zip(batch, self._explain_batch(tokenized.iloc[batch], methods)):
+                explanation.id = None if ids is None else str(ids[index])
+                results[index] = explanation
+            if progress is not None:
+                progress.update(len(batch))
+        return results
+
+    def _words(self, text: str | Sequence[str], index: int) -> list[str]:
+        words = split_words(text) if isinstance(text, str) else [str(w) for w in text]
+        if not words or not any(w.strip() for w in words):
+            raise ExplainInputError(f"text {index} is empty or whitespace only")
+        return words
+
+    def _tokenize(self, words: list[list[str]]) -> pd.DataFrame:
+        frame = pd.DataFrame({"words": words, "word_rationale": [None] * len(words)})
+        tokenized = project_to_subwords(frame, self.classifier.tokenizer, self.max_length)
+        for index, (row_words, word_ids, truncated) in enumerate(
+                zip(words, tokenized["word_ids"], tokenized["truncated"])):
+            if len(word_ids) <= 2:
+                raise ExplainInputError(f"text {index} gives no subword tokens: {' '.join(row_words)[:80]!r}")
+            if truncated:
+                logger.warning("text %d is longer than max_length=%d subwords: explained on its first %d "
+                               "(truncated: true)", index, self.max_length, self.max_length)
+        return tokenized.reset_index(drop=True)
+
+    def _explain_batch(self, rows: pd.DataFrame, methods: list[str]) -> list[Explanation]:
+        model, tokenizer = self.classifier.model, self.classifier.tokenizer
+        token_scores: dict[str, np.ndarray] = {}
+        logits = None
+        # A learned explainer classifies and explains in one pass; it goes first so its logits decide the class.
+        ordered = sorted(methods, key=lambda m: m not in LEARNED)
+        batch = make_batch(list(rows["input_ids"]), None, pad_token_id=tokenizer.pad_token_id,
+                           mask_token_id=tokenizer.mask_token_id if tokenizer.mask_token_id is not None
+                           else tokenizer.pad_token_id, frame_token_ids=frame_token_ids(tokenizer)).to(self.device)
+        for method in ordered:
+            if batch.target is None and method not in LEARNED:
+                probabilities = predict_proba(model, list(rows["input_ids"]), len(rows), tokenizer.pad_token_id)
+                logits = torch.log(torch.as_tensor(probabilities))
+                batch.target = logits.argmax(-1).to(self.device)
+            with eval_mode(model):
+                attribution = self.explainer(method).explain(model, batch)
+            if batch.target is None:
+                logits = attribution.logits.cpu()
+                batch.target = logits.argmax(-1).to(self.device)
+            token_scores[method] = attribution.scores.detach().float().cpu().numpy()
+        probabilities = torch.softmax(logits.float(), dim=-1).numpy()
+        keep = ~batch.special_mask.cpu().numpy()
+        id2label = getattr(model.config, "id2label", {}) or {}
+        explanations = []
+        for row, record in enumerate(rows.itertuples(index=False)):
+            positions = np.nonzero(keep[row])[0]
+            token_words = [record.word_ids[p] for p in positions]
+            predicted = int(probabilities[row].argmax())
+            explanation = Explanation(
+                text=record.text, words=list(record.words),
+                tokens=tokenizer.convert_ids_to_tokens([record.input_ids[p] for p in positions]),
+                token_words=token_words, predicted=predicted, label=str(id2label.get(predicted, predicted)),
+                probability=float(probabilities[row, predicted]), truncated=bool(record.truncated))
+            for method in methods:
+                scores = token_scores[method][row, positions]
+                explanation.token_scores[method] = scores.tolist()
+                per_word = word_scores(scores, token_words, len(record.words), self.is_signed(method))
+                explanation.word_scores[method] = per_word
+                explanation.rationale[method] = own_rule(per_word, self.threshold(method), self.rho)
+            explanations.append(explanation)
+        return explanations

@@ -1,0 +1,208 @@
+"""Trained learned explainers as folders, without pickles: `model.safetensors` (the network's state_dict)
+plus `config.json` (everything needed to rebuild and apply it).
+
+config.json holds: `kind` (`expnet_paper` or `expnet_plus`), `format_version`, `architecture` (input width,
+hidden units, per-head gates), the input `columns`, the standardisation statistics, the ExpNet+ `variant`
+(feature sets and training recipe), the own-rule thresholds (`threshold`, `calibrated_threshold`), the
+training history, and `context`: fold, held-out and training tasks, encoder, attention layer read, the
+matched budget rho, max_length, the shape of the classifier it was trained for (model type, layers, heads,
+tokenizer class, vocabulary size) and the package versions. `check_compatible` compares that shape with
+the classifier an explainer is about to be applied to.
+
+Writes are atomic: the folder is written under a temporary name and renamed, so a folder that exists is
+complete (config.json is written last inside it as well).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from contextlib import contextmanager
+from dataclasses import asdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from .expnet import ExpNet, ExpNetTraining
+from .expnet_plus import ExpNetPlus, GatedExpNet, Variant
+
+FORMAT_VERSION = 1
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+KINDS = ("expnet_paper", "expnet_plus")
+_PACKAGES = ("learned-attribution", "torch", "transformers", "safetensors", "numpy")
+
+
+class IncompatibleClassifierError(ValueError):
+    """The classifier differs from the one a learned explainer was trained for in what the explainer reads."""
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def classifier_signature(model: torch.nn.Module, tokenizer) -> dict[str, Any]:
+    """What a learned explainer depends on in a classifier: its encoder shape and tokenizer family."""
+    config = model.config
+    return {"model_type": config.model_type, "num_hidden_layers": int(config.num_hidden_layers),
+            "num_attention_heads": int(config.num_attention_heads), "num_labels": int(config.num_labels),
+            "tokenizer_class": type(tokenizer).__name__.removesuffix("Fast"), "vocab_size": int(len(tokenizer))}
+
+
+def explainer_context(classifier_model: torch.nn.Module, tokenizer, *, fold: str, held_out_task: str,
+                      training_tasks: list[str], encoder: str, layer: int, rho: float, max_length: int) -> dict:
+    """The `context` block of an artifact's config (see the module docstring)."""
+    return {"fold": fold, "held_out_task": held_out_task, "training_tasks": list(training_tasks),
+            "encoder": encoder, "layer": int(layer), "rho": float(rho), "max_length": int(max_length),
+            "classifier": classifier_signature(classifier_model, tokenizer), "packages": package_versions()}
+
+
+def check_compatible(context: dict, model: torch.nn.Module, tokenizer, *, where: str) -> None:
+    """Raise `IncompatibleClassifierError` naming every difference that matters between the classifier an
+    explainer was trained for (`context["classifier"]`) and `model`/`tokenizer`. The label count may differ:
+    the explainers explain whichever class is predicted."""
+    expected = context.get("classifier", {})
+    actual = classifier_signature(model, tokenizer)
+    family = {"bert", "distilbert", "roberta", "xlm-roberta", "electra", "albert", "camembert", "mpnet"}
+    differences = []
+    for key in ("num_hidden_layers", "num_attention_heads", "tokenizer_class"):
+        if key in expected and expected[key] != actual[key]:
+            differences.append(f"{key}: explainer {expected[key]!r}, classifier {actual[key]!r}")
+    if actual["model_type"] not in family and actual["model_type"] != expected.get("model_type"):
+        differences.append(f"model_type {actual['model_type']!r} is not a BERT-family encoder")
+    if differences:
+        raise IncompatibleClassifierError(
+            f"{where} was trained for a {expected.get('model_type')} classifier with "
+            f"{expected.get('num_hidden_layers')} layers and {expected.get('num_attention_heads')} heads "
+            f"({expected.get('tokenizer_class')} tokenizer) and cannot read this one: " + "; ".join(differences))
+
+
+def _floats(values) -> list[float]:
+    return [float(v) for v in np.asarray(values, dtype=np.float64).ravel()]
+
+
+def _config(explainer: ExpNetTraining | ExpNetPlus) -> tuple[dict, dict[str, torch.Tensor]]:
+    if isinstance(explainer, ExpNetTraining):
+        net = explainer.model
+        config = {"kind": "expnet_paper",
+                  "architecture": {"class": "ExpNet", "n_features": net.n_features, "hidden": net.hidden},
+                  "feature_mean": _floats(explainer.feature_mean), "feature_std": _floats(explainer.feature_std),
+                  "threshold": explainer.threshold, "calibrated_threshold": explainer.calibrated_threshold,
+                  "best_epoch": explainer.best_epoch, "history": explainer.history}
+        return config, net.state_dict()
+    if isinstance(explainer, ExpNetPlus):
+        net = explainer.net
+        heads = net.head_of_column.tolist() if net.gate_logits is not None else None
+        config = {"kind": "expnet_plus",
+                  "architecture": {"class": "GatedExpNet", "n_features": net.layers[0].in_features,
+                                   "hidden": net.layers[0].out_features, "head_of_column": heads},
+                  "variant": asdict(explainer.variant), "columns": list(explainer.columns),
+                  "target_mean": _floats(explainer.target_mean), "target_std": _floats(explainer.target_std),
+                  "threshold": explainer.threshold, "calibrated_threshold": explainer.calibrated_threshold,
+                  "best_epoch": explainer.best_epoch, "n_pseudo_examples": explainer.n_pseudo_examples,
+                  "history": explainer.history}
+        return config, net.state_dict()
+    raise TypeError(f"cannot save a {type(explainer).__name__} as a learned-explainer artifact")
+
+
+@contextmanager
+def atomic_folder(folder: str | Path) -> Iterator[Path]:
+    """Yield a temporary sibling folder to write into; on success it replaces `folder` in one rename, on
+    failure it is removed, so `folder` is either the complete new output or what was there before."""
+    folder = Path(folder)
+    partial = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        yield partial
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if folder.exists():
+        shutil.rmtree(folder)
+    partial.rename(folder)
+
+
+def _write(explainer: ExpNetTraining | ExpNetPlus, folder: Path) -> None:
+    config, state = _config(explainer)
+    config = {"format_version": FORMAT_VERSION, **config, "context": explainer.context}
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().cpu().contiguous() for k, v in state.items()}, str(folder / WEIGHTS))
+    (folder / CONFIG).write_text(json.dumps(config, indent=1, default=_json_default))
+
+
+def save_explainer(explainer: ExpNetTraining | ExpNetPlus, folder: str | Path) -> None:
+    """Write `folder/model.safetensors` and `folder/config.json` atomically."""
+    with atomic_folder(folder) as partial:
+        _write(explainer, partial)
+
+
+def save_explainers(explainers: dict[str, ExpNetTraining | ExpNetPlus], folder: str | Path) -> None:
+    """Several named explainers as subfolders of `folder`, written atomically as a whole."""
+    with atomic_folder(folder) as partial:
+        for name, explainer in explainers.items():
+            _write(explainer, partial / name)
+
+
+def load_explainers(folder: str | Path) -> dict[str, ExpNetTraining | ExpNetPlus]:
+    """The named explainers written by `save_explainers`, in name order."""
+    folder = Path(folder)
+    return {path.name: load_explainer(path) for path in sorted(folder.iterdir()) if is_complete(path)}
+
+
+def _json_default(value):
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def is_complete(folder: str | Path) -> bool:
+    folder = Path(folder)
+    return (folder / CONFIG).is_file() and (folder / WEIGHTS).is_file()
+
+
+def read_config(folder: str | Path) -> dict:
+    folder = Path(folder)
+    if not is_complete(folder):
+        raise FileNotFoundError(f"{folder} is not a learned-explainer folder (needs {CONFIG} and {WEIGHTS})")
+    config = json.loads((folder / CONFIG).read_text())
+    if config.get("kind") not in KINDS:
+        raise ValueError(f"{folder / CONFIG}: kind {config.get('kind')!r}, expected one of {KINDS}")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{folder / CONFIG}: format_version {config.get('format_version')!r}; this version of "
+                         f"learned-attribution reads {FORMAT_VERSION}")
+    return config
+
+
+def load_explainer(folder: str | Path) -> ExpNetTraining | ExpNetPlus:
+    """Rebuild a saved learned explainer (eval mode) from its folder."""
+    folder = Path(folder)
+    config = read_config(folder)
+    state = load_file(str(folder / WEIGHTS))
+    architecture = config["architecture"]
+    common = {"history": config.get("history", []), "best_epoch": config.get("best_epoch", 0),
+              "calibrated_threshold": config["calibrated_threshold"], "threshold": config.get("threshold", 0.5),
+              "context": config.get("context", {})}
+    if config["kind"] == "expnet_paper":
+        net = ExpNet(architecture["n_features"], architecture["hidden"])
+        net.load_state_dict(state)
+        return ExpNetTraining(net.eval(), np.asarray(config["feature_mean"], np.float32),
+                              np.asarray(config["feature_std"], np.float32), **common)
+    variant = dict(config["variant"])
+    variant["feature_sets"] = tuple(variant["feature_sets"])
+    net = GatedExpNet(architecture["n_features"], architecture["hidden"], architecture.get("head_of_column"))
+    net.load_state_dict(state)
+    return ExpNetPlus(Variant(**variant), list(config["columns"]), net.eval(),
+                      np.asarray(config["target_mean"], np.float32), np.asarray(config["target_std"], np.float32),
+                      n_pseudo_examples=config.get("n_pseudo_examples", 0), **common)

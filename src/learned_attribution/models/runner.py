@@ -1,0 +1,121 @@
+"""Running a classifier: padding, length-sorted batching, eval mode, device placement and one forward pass
+that captures attentions and hidden states. Every module that runs a model (fine-tuning, prediction,
+features, ExpNet+ signals, the explainers, faithfulness, AFN and the public API) goes through here.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+
+def resolve_device(setting: str | torch.device = "auto") -> torch.device:
+    """`auto` (CUDA when available, else CPU), `cpu`, `cuda`, `cuda:N` or `mps`; an unavailable device is an error."""
+    if isinstance(setting, torch.device):
+        return setting
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(setting)
+    except RuntimeError as error:
+        raise ValueError(f"device {setting!r}: expected auto, cpu, cuda, cuda:N or mps") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {setting!r}: CUDA is not available on this machine (use auto or cpu)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {setting!r}: MPS is not available on this machine (use auto or cpu)")
+    return device
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of a model's parameters (CPU for a model without parameters)."""
+    try:
+        return next(model.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], pad_token_id: int,
+              device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token id lists into (input_ids, attention_mask) [B, T], on `device` (default CPU)."""
+    width = max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        input_ids[row, :len(sequence)] = torch.as_tensor(list(sequence), dtype=torch.long)
+        attention_mask[row, :len(sequence)] = 1
+    if device is not None:
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+    return input_ids, attention_mask
+
+
+def length_grouped_batches(lengths: Sequence[int], batch_size: int, shuffle: bool, seed: int = 0) -> list[list[int]]:
+    """Batches of similar length (little padding). With `shuffle`, the pool order and batch order
+    are seeded random; without, batches follow length order (ties keep the input order)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r}: must be at least 1")
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    if shuffle:
+        rng = np.random.default_rng(seed)
+        # Shuffle, then sort within large pools so batches stay length-homogeneous but vary per epoch.
+        order = rng.permutation(len(lengths))
+        pool = batch_size * 50
+        order = np.concatenate([chunk[np.argsort(np.asarray(lengths)[chunk], kind="stable")]
+                                for chunk in np.array_split(order, max(1, int(np.ceil(len(order) / pool))))])
+    batches = [order[i:i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def iter_batches(ids: Sequence[Sequence[int]], batch_size: int) -> Iterator[list[int]]:
+    """Length-sorted, deterministic batches of example indices."""
+    yield from length_grouped_batches([len(s) for s in ids], batch_size, shuffle=False)
+
+
+@contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """Run `model` in eval mode (no dropout, so outputs and attributions are deterministic), restoring its mode after."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
+def forward(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
+            attentions: bool = False, hidden_states: bool = False):
+    """One forward pass on the model's device; with `attentions`, checks that they were returned
+    (they are only with eager attention)."""
+    device = model_device(model)
+    output = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                   output_attentions=attentions, output_hidden_states=hidden_states)
+    if attentions and (not output.attentions or output.attentions[0] is None):
+        raise RuntimeError("the model returned no attentions; load it with attn_implementation='eager'")
+    return output
+
+
+def autocast(device: torch.device, enabled: bool):
+    """bf16 autocast on `device` when `enabled` (see `classifier.resolve_bf16` for when it is worth it)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+
+
+@torch.inference_mode()
+def predict_proba(model: torch.nn.Module, ids: Sequence[Sequence[int]], batch_size: int, pad_token_id: int,
+                  bf16: bool = False, desc: str | None = None) -> np.ndarray:
+    """Class probabilities [N, C] in the input order (batches grouped by length; a progress bar with `desc`)."""
+    device = model_device(model)
+    out: np.ndarray | None = None
+    with eval_mode(model):
+        for batch in tqdm(list(iter_batches(ids, batch_size)), desc=desc, unit="batch", disable=desc is None,
+                          leave=False):
+            input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id, device)
+            with autocast(device, bf16):
+                logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+            if out is None:  # the class count from the logits: any model returning `.logits` works
+                out = np.zeros((len(ids), logits.shape[-1]), dtype=np.float32)
+            out[batch] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+    return out if out is not None else np.zeros((0, 0), dtype=np.float32)

@@ -1,0 +1,99 @@
+"""A trained fold as an MLflow pyfunc model: load it with `mlflow.pyfunc.load_model`, serve it with
+`mlflow models serve -m models:/<experiment>-<fold>/<version> --env-manager local`.
+
+The model's one artifact, `fold`, is a self-contained fold folder: `fold.json`, `expnet_paper/`, `expnet_plus/`
+(safetensors + JSON, see models/artifacts.py) and `classifier/` (the held-out task's classifier, saved with
+`save_pretrained`), read by `learned_attribution.explain.FoldExplainer`.
+
+Input: a table with a `text` column (one text per row); optional parameter `methods` (comma-separated
+method names; empty: ExpNet+ and the fold's best baseline). Output: one JSON object per text, the CLI's JSONL
+record (`id` = row number, text, words, predicted, label, probability, truncated, per-word scores and rationale
+per method). The device is `auto` unless LEARNED_ATTRIBUTION_DEVICE says otherwise.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import mlflow.pyfunc
+import pandas as pd
+
+from learned_attribution.explain import BUNDLED_CLASSIFIER, FOLD_CARD
+
+INPUT_EXAMPLE = pd.DataFrame({"text": ["A gutsy and exhilarating movie .", "The plot is thin and the pacing slow ."]})
+MODEL_ARTIFACT_PATH = "explainer"
+
+
+class FoldExplainerModel(mlflow.pyfunc.PythonModel):
+    """pyfunc wrapper of `FoldExplainer` (see the module docstring for input and output)."""
+
+    def load_context(self, context) -> None:
+        from learned_attribution.explain import FoldExplainer
+
+        self.explainer = FoldExplainer.from_fold(context.artifacts["fold"],
+                                                 device=os.environ.get("LEARNED_ATTRIBUTION_DEVICE", "auto"))
+
+    def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> list[dict]:
+        if isinstance(model_input, pd.DataFrame):
+            if "text" not in model_input.columns:
+                raise ValueError(f"input needs a 'text' column; got columns {list(model_input.columns)}")
+            texts = model_input["text"].astype(str).tolist()
+        else:
+            texts = [str(t) for t in model_input]
+        methods = [m.strip() for m in str((params or {}).get("methods") or "").split(",") if m.strip()] or None
+        explanations = self.explainer.explain(texts, methods=methods, ids=[str(i) for i in range(len(texts))])
+        return [e.record() for e in explanations]
+
+
+def bundle_fold(fold_folder: str | Path, classifier_folder: str | Path, destination: str | Path) -> Path:
+    """A self-contained copy of a fold folder (without the ablation's variants) with its classifier."""
+    fold_folder, destination = Path(fold_folder), Path(destination)
+    destination.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(fold_folder / FOLD_CARD, destination / FOLD_CARD)
+    for name in ("expnet_paper", "expnet_plus"):
+        shutil.copytree(fold_folder / name, destination / name)
+    shutil.copytree(classifier_folder, destination / BUNDLED_CLASSIFIER,
+                    ignore=shutil.ignore_patterns("*.partial"))
+    return destination
+
+
+def save_fold_model(fold_folder: str | Path, classifier_folder: str | Path, path: str | Path) -> Path:
+    """Write the pyfunc model folder (MLmodel, signature and input example inferred from a real prediction)."""
+    from mlflow.models import infer_signature
+
+    from learned_attribution.explain import FoldExplainer
+
+    path = Path(path)
+    with tempfile.TemporaryDirectory() as scratch:
+        bundle = bundle_fold(fold_folder, classifier_folder, Path(scratch) / "fold")
+        explainer = FoldExplainer.from_fold(bundle, device="cpu")
+        texts = INPUT_EXAMPLE["text"].tolist()
+        output = [e.record() for e in explainer.explain(texts, ids=[str(i) for i in range(len(texts))])]
+        signature = infer_signature(INPUT_EXAMPLE, output, params={"methods": ""})
+        mlflow.pyfunc.save_model(str(path), python_model=FoldExplainerModel(), artifacts={"fold": str(bundle)},
+                                 signature=signature, input_example=INPUT_EXAMPLE,
+                                 pip_requirements=["learned-attribution", "torch", "transformers", "safetensors"])
+    return path
+
+
+def log_and_register(client, run_id: str, fold_folder: str | Path, classifier_folder: str | Path,
+                     registered_name: str) -> str:
+    """Log the fold's pyfunc model under the run's artifact path `explainer` and register it as a new version
+    of `registered_name`; returns the version."""
+    from mlflow.exceptions import MlflowException
+
+    with tempfile.TemporaryDirectory() as scratch:
+        model = save_fold_model(fold_folder, classifier_folder, Path(scratch) / MODEL_ARTIFACT_PATH)
+        client.log_artifacts(run_id, str(model), MODEL_ARTIFACT_PATH)
+    try:
+        client.create_registered_model(registered_name, description="learned-attribution fold explainer "
+                                                                     "(ExpNet+, the paper's ExpNet and baselines)")
+    except MlflowException as error:
+        if "RESOURCE_ALREADY_EXISTS" not in str(error.error_code):
+            raise
+    source = f"{client.get_run(run_id).info.artifact_uri}/{MODEL_ARTIFACT_PATH}"
+    version = client.create_model_version(registered_name, source=source, run_id=run_id)
+    return version.version

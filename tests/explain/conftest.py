@@ -1,0 +1,87 @@
+"""A tiny trained-fold folder and classifier folders, written the way users and the pipeline write them.
+
+The classifier folder is written by a plain `transformers` script (tiny random BERT + a WordPiece tokenizer
+built from a 40-entry vocabulary); the fold's explainers are small networks saved through
+`models/artifacts.py`, with the context the pipeline records.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "movie", "film", "is", "was", "great", "bad",
+         "not", "very", "good", "and", "but", ".", "!", ",", "plot", "actors", "boring", "fun", "##s", "##ly",
+         "##ing", "love", "hate", "it", "this", "story", "so", "slow", "dull", "sharp", "funny", "sad", "end"]
+
+
+def write_classifier(folder: Path, seed: int = 0, **overrides) -> Path:
+    """What a user's script does: build (here: randomly initialise) a BERT classifier and save_pretrained it."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = folder / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n")
+    tokenizer = BertTokenizerFast(vocab=str(vocab), do_lower_case=True)
+    settings = {"vocab_size": len(VOCAB), "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
+                "intermediate_size": 32, "max_position_embeddings": 64, "num_labels": 2, "pad_token_id": 0,
+                "id2label": {0: "negative", 1: "positive"}, "label2id": {"negative": 0, "positive": 1}, **overrides}
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(BertConfig(**settings))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def write_fold(models_dir: Path, task: str = "sst2", seed: int = 0, best_baseline: str = "saliency") -> Path:
+    """models_dir/heldout_<task>/ (paper ExpNet, ExpNet+, fold.json) beside models_dir/classifier_<task>/."""
+    from learned_attribution.explain import load_classifier
+    from learned_attribution.models.artifacts import explainer_context, save_explainer
+    from learned_attribution.models.expnet import ExpNet, ExpNetTraining
+    from learned_attribution.models.expnet_plus import ExpNetPlus, GatedExpNet, Variant, head_of_columns
+    from learned_attribution.models.signals import columns_for
+
+    classifier = load_classifier(write_classifier(models_dir / f"classifier_{task}", seed=seed))
+    config = classifier.model.config
+    heads, layers = config.num_attention_heads, config.num_hidden_layers
+    fold = f"heldout_{task}"
+    context = explainer_context(classifier.model, classifier.tokenizer, fold=fold, held_out_task=task,
+                                training_tasks=["cola", "hatexplain"], encoder="tiny", layer=-1, rho=0.4,
+                                max_length=32)
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    paper = ExpNetTraining(ExpNet(2 * heads, 4).eval(), rng.random(2 * heads).astype(np.float32) * 0.1,
+                           (rng.random(2 * heads) + 0.5).astype(np.float32), calibrated_threshold=0.45,
+                           context=context)
+    variant = Variant("gated_signals", feature_sets=("attention", "attention_x_gradient", "position"), gating=True,
+                      standardise="per_task")
+    columns = columns_for(variant.feature_sets, heads, layers)
+    plus = ExpNetPlus(variant, columns, GatedExpNet(len(columns), 4, head_of_columns(columns)).eval(),
+                      rng.random(len(columns)).astype(np.float32) * 0.1,
+                      (rng.random(len(columns)) + 0.5).astype(np.float32), calibrated_threshold=0.5,
+                      context=context)
+    folder = models_dir / fold
+    save_explainer(paper, folder / "expnet_paper")
+    save_explainer(plus, folder / "expnet_plus")
+    (folder / "fold.json").write_text(json.dumps({
+        "fold": fold, "held_out_task": task, "best_baseline": best_baseline, "best_baseline_auroc": 0.7,
+        "baselines": {"saliency": {}, "integrated_gradients": {"n_steps": 4}, "lime": {"n_samples": 20}},
+        "rho": 0.4, "layer": -1}))
+    return folder
+
+
+@pytest.fixture
+def tiny_models_dir(tmp_path) -> Path:
+    """tmp/06_models with a trained heldout_sst2 fold and the sst2 classifier."""
+    models = tmp_path / "06_models"
+    write_fold(models)
+    return models
+
+
+@pytest.fixture
+def classifier_writer():
+    """Factory fixture: `classifier_writer(folder, seed=0, **config_overrides) -> folder` (see write_classifier)."""
+    return write_classifier
