@@ -53,7 +53,7 @@ def test_the_registered_pyfunc_gives_the_api_scores(smoke_crosstask_run, smoke_t
     name = f"crosstask-smoke-{fold}"
     model = mlflow.pyfunc.load_model(f"models:/{name}/{latest_version(client, name)}")
     signature = model.metadata.signature
-    assert signature.inputs.input_names() == ["text"] and "methods" in signature.params.input_names()
+    assert signature.inputs.input_names() == ["text"] and [p.name for p in signature.params.params] == ["methods"]
     assert model.metadata.get_input_schema() is not None
     assert_same(model.predict(pd.DataFrame({"text": TEXTS})), api_records(fold))
     chosen = model.predict(pd.DataFrame({"text": TEXTS}), params={"methods": "expnet_paper,raw_attention"})
