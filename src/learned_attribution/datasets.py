@@ -121,3 +121,76 @@ class LearnedExplainerDataset(AbstractDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "collection": self._collection}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Complete or absent: every output that `kedro run --only-missing-outputs` may skip is written under a
+# temporary name and renamed into place, so a crash leaves the previous output or none, never half of one.
+# ----------------------------------------------------------------------------------------------------
+
+def partial_name(path: Path) -> Path:
+    """`x.parquet` -> `x.partial.parquet` (the suffix stays last: matplotlib and pandas read the format from it)."""
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+class _AtomicFileMixin:
+    """Write to `partial_name(filepath)`, then `os.replace` it onto the file (atomic on one filesystem)."""
+
+    def save(self, data) -> None:
+        import os
+
+        final = self._filepath
+        self._filepath = type(final)(partial_name(Path(str(final))))
+        try:
+            super().save(data)
+            os.replace(str(self._filepath), str(final))
+        finally:
+            self._filepath = final
+            self._invalidate_cache()
+
+
+def _atomic(base: type) -> type:
+    return type(f"Atomic{base.__name__}", (_AtomicFileMixin, base),
+                {"__doc__": f"`{base.__module__}.{base.__name__}`, written atomically (complete or absent)."})
+
+
+def _dataset_types():
+    from kedro_datasets.json import JSONDataset
+    from kedro_datasets.matplotlib import MatplotlibDataset
+    from kedro_datasets.pandas import CSVDataset, ParquetDataset
+    from kedro_datasets.text import TextDataset
+
+    return CSVDataset, ParquetDataset, JSONDataset, TextDataset, MatplotlibDataset
+
+
+AtomicCSVDataset, AtomicParquetDataset, AtomicJSONDataset, AtomicTextDataset, AtomicMatplotlibDataset = (
+    _atomic(base) for base in _dataset_types())
+
+
+def _partitioned_base():
+    from kedro_datasets.partitions import PartitionedDataset
+
+    return PartitionedDataset
+
+
+class AtomicPartitionedDataset(_partitioned_base()):
+    """A PartitionedDataset whose parts are written into `<path>.partial/`, renamed to `<path>` only when every
+    part is written: a crash mid-way (e.g. 1 of 4 feature parts) leaves no folder, so the node is rerun instead
+    of being skipped with a quarter of its rows."""
+
+    def save(self, data: dict[str, Any]) -> None:
+        import shutil
+
+        final = Path(self._path)
+        partial = final.with_name(final.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        self._path = str(partial)
+        try:
+            super().save(data)
+        finally:
+            self._path = str(final)
+            self._invalidate_caches()
+        if final.exists():
+            shutil.rmtree(final)
+        partial.rename(final)
+        self._invalidate_caches()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from learned_attribution.cli import main, read_inputs
+from learned_attribution.console import main, read_inputs
 from learned_attribution.explain import ExplainInputError
 
 

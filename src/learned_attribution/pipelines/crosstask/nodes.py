@@ -25,10 +25,17 @@ def _feature_table(parts: dict[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame
 
 
 def _explainer_tokens(features: pd.DataFrame, role: str) -> pd.DataFrame:
-    """Tokens of correctly predicted examples with a non-empty rationale (SPEC §1, §4)."""
+    """Tokens of correctly predicted examples with a non-empty rationale (SPEC §1, §4). A training task
+    without any is an error: a fold trained silently on one task would report wrong numbers."""
     rows = features[(features["role"] == role) & features["correct"]]
     positives = rows.groupby("example_id")["token_label"].transform("sum")
-    return rows[positives > 0]
+    kept = rows[positives > 0]
+    if kept.empty:
+        task = features["task"].iloc[0] if len(features) else "a training task"
+        raise ValueError(f"{task} contributes no {role} token rows (correctly predicted, with a rationale) to this "
+                         f"fold ({len(features)} token rows read): its feature or signal partitions are incomplete "
+                         "or empty; rerun `kedro run --pipeline classifiers` for it")
+    return kept
 
 
 def _context(classifier: TrainedClassifier, training_tasks: list[str], rho: float, params: dict[str, Any],
@@ -266,14 +273,14 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame) -
                 own = rows[(rows["subset"] == "all") & (rows["method"] == method) & (rows["rule"] == "own_calibrated")]
                 if not len(learned):
                     continue
-                l = learned.iloc[0]
-                auroc_win = l["auroc_low"] > best_auroc["auroc_high"]
+                row = learned.iloc[0]
+                auroc_win = row["auroc_low"] > best_auroc["auroc_high"]
                 lines.append(
-                    f"- {label}: AUROC {l['auroc']:.3f} [{l['auroc_low']:.3f}, {l['auroc_high']:.3f}], matched F1 "
-                    f"{l['f1']:.3f} [{l['f1_low']:.3f}, {l['f1_high']:.3f}], own-rule F1 (calibrated) "
-                    f"{own['f1'].iloc[0]:.3f}: AUROC {'above' if l['auroc'] > best_auroc['auroc'] else 'below'} the best "
+                    f"- {label}: AUROC {row['auroc']:.3f} [{row['auroc_low']:.3f}, {row['auroc_high']:.3f}], matched F1 "
+                    f"{row['f1']:.3f} [{row['f1_low']:.3f}, {row['f1_high']:.3f}], own-rule F1 (calibrated) "
+                    f"{own['f1'].iloc[0]:.3f}: AUROC {'above' if row['auroc'] > best_auroc['auroc'] else 'below'} the best "
                     f"baseline's{' (intervals apart)' if auroc_win else ''}, matched F1 "
-                    f"{'above' if l['f1'] > best_f1['f1'] else 'below'} the best baseline's, own-rule F1 "
+                    f"{'above' if row['f1'] > best_f1['f1'] else 'below'} the best baseline's, own-rule F1 "
                     f"{'above' if own['f1'].iloc[0] > all_tokens['f1'].iloc[0] else 'below'} the all-tokens floor.")
             lines.append("")
     return "\n".join(lines)
