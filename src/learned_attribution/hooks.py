@@ -14,7 +14,9 @@ from kedro.framework.hooks import hook_impl
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
+from learned_attribution import tracking
 from learned_attribution.tasks import FOLD_PREFIX, TASKS
+from learned_attribution.tracking import GuardedLogging, check_store, resolve_tracking_uri
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class MlflowFoldRunsHook:
         self._folds: dict[str, str] = {}  # namespace -> run id
         self._catalog = None
         self._experiment = ""
+        self._guard = GuardedLogging()
 
     @hook_impl
     def after_context_created(self, context) -> None:
@@ -66,15 +69,24 @@ class MlflowFoldRunsHook:
         if not folds:
             return
         settings = self._params.get("mlflow", {})
-        self._client = MlflowClient(tracking_uri=settings.get("tracking_uri", "sqlite:///mlflow.db"))
+        uri = resolve_tracking_uri(settings.get("tracking_uri"))
+        check_store(uri)  # an unusable store stops the run here, in one line, before any computation
+        self._guard = GuardedLogging(bool(settings.get("strict", False)))
         self._catalog = catalog
-        experiment = self._experiment = settings.get("experiment", "crosstask")
-        found = self._client.get_experiment_by_name(experiment)
-        experiment_id = found.experiment_id if found else self._client.create_experiment(experiment)
+        self._experiment = settings.get("experiment", "crosstask")
+        if self._guard("the fold runs", self._open_runs, uri, run_params, folds) is None:
+            self._client = None  # warned: the pipeline runs without tracking
+
+    def _open_runs(self, uri: str, run_params: dict[str, Any], folds: list[str]) -> bool:
+        self._client = MlflowClient(tracking_uri=uri)
+        experiment = self._experiment
+        experiment_id = tracking.experiment_id(self._client, experiment)
+        tracking.end_stale_runs(self._client, experiment_id)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         env = run_params.get("env") or "local"
         parent = self._client.create_run(experiment_id, run_name=f"crosstask {stamp}",
-                                         tags={"kedro.env": env, "kedro.pipeline": str(run_params.get("pipeline_name"))})
+                                         tags={"kedro.env": env, "kedro.pipeline": str(run_params.get("pipeline_name")),
+                                               **tracking.process_tags()})
         self._parent = parent.info.run_id
         shared = {**_flatten("encoder", self._params.get("encoder", {})),
                   **_flatten("features", self._params.get("features", {})),
@@ -85,18 +97,23 @@ class MlflowFoldRunsHook:
         for fold in folds:
             task = fold[len(FOLD_PREFIX):]
             run = self._client.create_run(experiment_id, run_name=fold, tags={
-                "mlflow.parentRunId": self._parent, "fold": fold, "held_out_task": task, "kedro.env": env})
+                "mlflow.parentRunId": self._parent, "fold": fold, "held_out_task": task, "kedro.env": env,
+                **tracking.process_tags()})
             self._folds[fold] = run.info.run_id
             training = [t for t in TASKS if t != task]
             self._log_params(run.info.run_id, {**shared, "fold": fold, "held_out_task": task,
                                                "training_tasks": ",".join(training)})
         logger.info("MLflow: parent run %s with fold runs %s at %s", self._parent, self._folds,
                     self._client.tracking_uri)
+        return True
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:
         if self._client is None:
             return
+        self._guard(f"{dataset_name} (to {self._client.tracking_uri})", self._log_output, dataset_name, data)
+
+    def _log_output(self, dataset_name: str, data: Any) -> None:
         namespace, _, name = dataset_name.partition(".")
         run_id = self._folds.get(namespace)
         if run_id is not None:
@@ -168,7 +185,7 @@ class MlflowFoldRunsHook:
         if self._client is None:
             return
         for run_id in [*self._folds.values(), self._parent]:
-            self._client.set_terminated(run_id, status=status)
+            self._guard(f"the end ({status}) of run {run_id}", self._client.set_terminated, run_id, status=status)
         logger.info("MLflow runs closed as %s", status)
         self._client, self._parent, self._folds = None, None, {}
 

@@ -232,7 +232,7 @@ def test_malformed_line_lenient_is_skipped_and_recorded(cola_files, write_raw, c
     train, dev, ood = cola_files()
     dev = write_raw("cola/in_domain_dev.tsv", _tsv(DEV[:2]) + line + "\n" + _tsv(DEV[2:]))
     examples, skipped = load_cola(train, dev, ood, strict=False)
-    assert skipped.to_dict("records") == [{"task": "cola", "split": "dev", "file": dev.path, "location": "line 3",
+    assert skipped.to_dict("records") == [{"task": "cola", "split": "dev", "role": None, "file": dev.path, "location": "line 3",
                                            "reason": reason}]
     classifier_test = examples[examples["role"] == "classifier_test"]
     assert list(classifier_test["example_id"]) == [f"cola:in_domain_dev:line{i}" for i in (1, 2, 4, 5)]

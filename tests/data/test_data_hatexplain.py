@@ -118,18 +118,34 @@ def test_three_class_lenient_skips_the_toxic_posts_and_records_them(hatexplain_f
     assert "r1" not in set(examples["example_id"]) and "r2" in set(examples["example_id"])
 
 
+DELETE = object()  # a MALFORMED change that removes the field
 MALFORMED = {
     "empty text": ({"post_tokens": []}, "empty text"),
+    "post_tokens of the wrong type": ({"post_tokens": "you are vile"}, "'post_tokens' must be a list of strings"),
+    "no post_tokens": ({"post_tokens": DELETE}, "no 'post_tokens' field"),
+    "annotators of the wrong type": ({"annotators": "offensive"}, "'annotators' must be a non-empty list"),
+    "annotator without a string label": ({"annotators": [{"label": 3}]},
+                                         "annotators[0] must be an object with a string 'label'"),
+    "no annotators": ({"annotators": DELETE}, "no 'annotators' field"),
+    "rationales of the wrong type": ({"rationales": "1 0 1"}, "'rationales' must be a list of 0/1 lists"),
+    "post is not an object": (["you", "are"], "expected a JSON object, got list"),
     "label not in the label set": ({"annotators": _annotators("spam", "normal", "normal")}, "'spam'"),
     "rationale length": ({"rationales": [[1, 0]]}, "rationale has 2 entries but the text has 5 words"),
     "rationale values": ({"rationales": [[1, 0, 0, 0, 7]]}, "must be 0 or 1"),
 }
 
 
+def _changed_t1(change) -> dict:
+    if not isinstance(change, dict):
+        return {**TRAIN_POSTS, **OFFICIAL_POSTS, "t1": change}
+    record = {k: v for k, v in {**OFFICIAL_POSTS["t1"], **change}.items() if v is not DELETE}
+    return {**TRAIN_POSTS, **OFFICIAL_POSTS, "t1": record}
+
+
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_malformed_post_strict_raises_naming_file_and_post(hatexplain_files, case):
     change, reason = MALFORMED[case]
-    posts = {**TRAIN_POSTS, **OFFICIAL_POSTS, "t1": {**OFFICIAL_POSTS["t1"], **change}}
+    posts = _changed_t1(change)
     dataset, divisions = hatexplain_files(posts)
     with pytest.raises(DataFormatError) as error:
         load_hatexplain(dataset, divisions)
@@ -139,16 +155,24 @@ def test_malformed_post_strict_raises_naming_file_and_post(hatexplain_files, cas
 @pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_malformed_post_lenient_is_skipped_and_recorded(hatexplain_files, case):
     change, reason = MALFORMED[case]
-    posts = {**TRAIN_POSTS, **OFFICIAL_POSTS, "t1": {**OFFICIAL_POSTS["t1"], **change}}
+    posts = _changed_t1(change)
     dataset, divisions = hatexplain_files(posts)
     examples, skipped = load_hatexplain(dataset, divisions, strict=False)
     assert "t1" not in set(examples["example_id"])
     assert {"t3", "r1", "v1"} <= set(examples["example_id"])
     assert len(skipped) == 1
     record = skipped.iloc[0]
-    assert (record["task"], record["split"], record["file"], record["location"]) == \
-        ("hatexplain", "test", dataset.path, "post t1")
+    assert (record["task"], record["split"], record["role"], record["file"], record["location"]) == \
+        ("hatexplain", "test", "classifier_test", dataset.path, "post t1")
     assert reason in record["reason"]
+
+
+@pytest.mark.parametrize("rationales", [DELETE, [], None])
+def test_a_toxic_post_without_rationales_is_a_counted_skip_of_the_rationale_set(hatexplain_files, rationales):
+    examples, skipped = load_hatexplain(*hatexplain_files(_changed_t1({"rationales": rationales})))
+    assert "t1" in _rows(examples, "classifier_test") and "t1" not in _rows(examples, "rationale_test")
+    assert skipped[["split", "role", "location"]].values.tolist() == [["test", "rationale_test", "post t1"]]
+    assert "toxic post without rationales" in skipped["reason"].iloc[0]
 
 
 def test_json_that_does_not_parse_names_the_file_and_line(write_raw):

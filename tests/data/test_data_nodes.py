@@ -43,9 +43,10 @@ def _tokenized(task: str, rows: list[tuple[str, str, list[int] | None, bool]]) -
                         columns=["task", "split", "role", "word_rationale", "truncated"])
 
 
-def _skipped(task: str, splits: list[str]) -> pd.DataFrame:
-    return pd.DataFrame([{"task": task, "split": s, "file": "f", "location": f"line {i}", "reason": "r"}
-                         for i, s in enumerate(splits)], columns=SKIP_COLUMNS)
+def _skipped(task: str, splits: list[str], roles: list[str | None] | None = None) -> pd.DataFrame:
+    roles = roles or [None] * len(splits)
+    return pd.DataFrame([{"task": task, "split": s, "role": r, "file": "f", "location": f"line {i}", "reason": "r"}
+                         for i, (s, r) in enumerate(zip(splits, roles))], columns=SKIP_COLUMNS)
 
 
 def test_data_report_counts_density_truncation_and_skips():
@@ -56,16 +57,21 @@ def test_data_report_counts_density_truncation_and_skips():
     ])
     sst2 = _tokenized("sst2", [("train", "classifier_train", None, False)])
     cola = _tokenized("cola", [("train", "rationale_val", [1, 1, 0], False)])
-    report = build_data_report(hatexplain, sst2, cola, _skipped("hatexplain", ["test", "test", "val"]),
-                               _skipped("sst2", []), _skipped("cola", []))
+    report = build_data_report(hatexplain, sst2, cola,
+                               _skipped("hatexplain", ["test", "test", "val", "test"],
+                                        ["classifier_test", None, "classifier_val", "rationale_test"]),
+                               _skipped("sst2", ["train"], ["rationale_train"]), _skipped("cola", []))
     assert list(report.columns) == REPORT_COLUMNS
     rows = report.astype(object).where(report.notna(), None).values.tolist()
     assert rows == [
         # n_with_rationale counts rationales with at least one marked word; density = marked / words.
+        # each skip counted once, on its role's row (a skip without a role on the split's classifier row)
         ["hatexplain", "test", "classifier_test", 3, 0, None, 1, 2],
-        ["hatexplain", "test", "rationale_test", 2, 1, round(2 / 6, 4), 1, 2],
+        ["hatexplain", "test", "rationale_test", 2, 1, round(2 / 6, 4), 1, 1],
         ["sst2", "train", "classifier_train", 1, 0, None, 0, 0],
         ["cola", "train", "rationale_val", 1, 1, round(2 / 3, 4), 0, 0],
-        # every val record was skipped: the split still shows up, with its skips
-        ["hatexplain", "val", None, 0, 0, None, 0, 1],
+        # every val record was skipped, and no tree of the sst2 rationale split survived: they show up with their skips
+        ["hatexplain", "val", "classifier_val", 0, 0, None, 0, 1],
+        ["sst2", "train", "rationale_train", 0, 0, None, 0, 1],
     ]
+    assert report["n_skipped"].sum() == 5

@@ -60,8 +60,9 @@ def test_lenient_bad_records_are_recorded_not_raised():
     frame = bad.frame()
     assert list(frame.columns) == SKIP_COLUMNS
     assert frame.to_dict("records") == [
-        {"task": "cola", "split": "dev", "file": "f.tsv", "location": "line 2", "reason": "empty text"},
-        {"task": "cola", "split": "dev", "file": "f.tsv", "location": "line 3", "reason": "excluded by rule"},
+        {"task": "cola", "split": "dev", "role": None, "file": "f.tsv", "location": "line 2", "reason": "empty text"},
+        {"task": "cola", "split": "dev", "role": None, "file": "f.tsv", "location": "line 3",
+         "reason": "excluded by rule"},
     ]
 
 

@@ -151,7 +151,8 @@ def test_malformed_glue_line_lenient_is_skipped_and_recorded(sst_files, case):
     examples, skipped = load_sst2(**files, strict=False)
     assert list(examples.loc[examples["role"] == "classifier_train", "example_id"]) == \
         ["sst2:train:glue2", "sst2:train:glue4"]
-    assert skipped.to_dict("records") == [{"task": "sst2", "split": "train", "file": files["glue_train"].path,
+    assert skipped.to_dict("records") == [{"task": "sst2", "split": "train", "role": "classifier_train",
+                                           "file": files["glue_train"].path,
                                            "location": "line 3", "reason": reason}]
 
 

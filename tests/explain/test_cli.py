@@ -1,5 +1,6 @@
 """`learned-attribution explain`: input formats, JSONL and HTML outputs, and bad input named by file and line."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,12 @@ def test_the_console_script_is_installed(tiny_models_dir, tmp_path):
                              "--device", "cpu", "a sad story"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["words"] == ["a", "sad", "story"]
+
+
+def test_the_kedro_cli_still_loads_the_project(project_root):
+    """Kedro imports `<package>.cli` as project commands: the console script must live elsewhere."""
+    kedro = Path(sys.executable).with_name("kedro")
+    result = subprocess.run([str(kedro), "registry", "list"], cwd=project_root, capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "KEDRO_DISABLE_TELEMETRY": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "crosstask" in result.stdout

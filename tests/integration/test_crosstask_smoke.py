@@ -111,3 +111,12 @@ def test_a_failing_run_marks_its_runs_failed(smoke_run, smoke_tracking_uri, smok
     failed = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == latest_parent.info.run_id]
     assert latest_parent.info.status == "FAILED"
     assert len(failed) == 3 and all(r.info.status == "FAILED" for r in failed)
+
+
+def test_an_unusable_tracking_store_stops_the_run_before_any_work(smoke_runner, tmp_path):
+    from learned_attribution.tracking import TrackingStoreError
+
+    uri = f"sqlite:///{tmp_path}/no/such/dir/x.db"
+    with pytest.raises(TrackingStoreError, match=r"^mlflow.tracking_uri=sqlite:///.*/no/such/dir/x.db: the folder"):
+        smoke_runner("folds", uri)
+    assert not (tmp_path / "no").exists()

@@ -97,8 +97,11 @@ def test_extraction_rows_skip_special_tokens_and_match_direct_computation(tiny_b
                                cls_attention_features(direct)[0, 1].numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_wrong_encoder_name_is_a_clear_error(tmp_path):
-    with pytest.raises(EncoderNotFoundError, match="encoder.name_or_path"):
+def test_wrong_encoder_name_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(EncoderNotFoundError, match=r"encoder.name_or_path='no-such-org/no-such-model-xyz' could not be "
+                                                   r"loaded: it is not a local folder, and the Hugging Face hub is not "
+                                                   r"reachable"):
         load_tokenizer("no-such-org/no-such-model-xyz")
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(EncoderNotFoundError, match="no model weights"):

@@ -60,11 +60,15 @@ def log_afn_run(tracking_uri: str, experiment: str, params: Mapping, metrics: Ma
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
+    from learned_attribution import tracking
+
+    tracking_uri = tracking.resolve_tracking_uri(tracking_uri)
+    tracking.check_store(tracking_uri)
     client = MlflowClient(tracking_uri=tracking_uri)
-    found = client.get_experiment_by_name(experiment)
-    experiment_id = (found.experiment_id if found is not None else client.create_experiment(
-        experiment, artifact_location=artifact_location or default_artifact_location(tracking_uri, experiment)))
-    run_id = client.create_run(experiment_id, run_name=run_name).info.run_id
+    experiment_id = tracking.experiment_id(
+        client, experiment, artifact_location or default_artifact_location(tracking_uri, experiment))
+    tracking.end_stale_runs(client, experiment_id)
+    run_id = client.create_run(experiment_id, run_name=run_name, tags=tracking.process_tags()).info.run_id
     try:
         now = int(time.time() * 1000)
         param_list = [Param(key, str(value)[:_MAX_PARAM_LENGTH]) for key, value in flatten(params).items()]

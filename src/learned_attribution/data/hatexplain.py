@@ -46,6 +46,30 @@ def aggregate_rationale(rationales: list[list[int]], how: str) -> list[int] | No
     raise ValueError(f"parameter rationale_aggregation must be 'union' or 'majority', got {how!r}")
 
 
+def _malformed(record) -> str | None:
+    """Why a post record does not have the official schema's field types, or None."""
+    if not isinstance(record, dict):
+        return f"expected a JSON object, got {type(record).__name__}"
+    tokens = record.get("post_tokens")
+    if tokens is None:
+        return "no 'post_tokens' field"
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        return f"'post_tokens' must be a list of strings, got {type(tokens).__name__}"
+    if "annotators" not in record:
+        return "no 'annotators' field (each post needs its annotators' labels)"
+    annotators = record["annotators"]
+    if not isinstance(annotators, list) or not annotators:
+        return f"'annotators' must be a non-empty list of objects, got {annotators!r:.80}"
+    for index, annotator in enumerate(annotators):
+        if not isinstance(annotator, dict) or not isinstance(annotator.get("label"), str):
+            return f"annotators[{index}] must be an object with a string 'label', got {annotator!r:.80}"
+    rationales = record.get("rationales", [])
+    if rationales is not None and (not isinstance(rationales, list)
+                                   or not all(isinstance(r, list) for r in rationales)):
+        return f"'rationales' must be a list of 0/1 lists, got {rationales!r:.80}"
+    return None
+
+
 def _read_json(raw: RawText, expected: type):
     """Parse a JSON file; a file that does not parse is an error naming the file and line."""
     try:
@@ -91,35 +115,48 @@ def load_hatexplain(
                 missing += 1
                 continue
             where = f"post {post_id}"
-            words = record.get("post_tokens") or []
-            if not any(str(word).strip() for word in words):
-                bad.report(split, dataset.path, where, "empty text (no post_tokens)")
+            problem = _malformed(record)
+            if problem:
+                bad.report(split, dataset.path, where, problem, role=classifier_role)
                 continue
-            fine = [_annotator_class(a.get("label"), classes) for a in record.get("annotators", [])]
-            if not fine or None in fine:
-                labels = [a.get("label") for a in record.get("annotators", [])]
+            words = record["post_tokens"]
+            if not any(word.strip() for word in words):
+                bad.report(split, dataset.path, where, "empty text (no post_tokens)", role=classifier_role)
+                continue
+            fine = [_annotator_class(a["label"], classes) for a in record["annotators"]]
+            if None in fine:
+                labels = [a["label"] for a in record["annotators"]]
                 hint = (" ('toxic' marks the rebuilt train posts, whose fine class is unknown: use classes: binary)"
                         if "toxic" in labels else "")
                 bad.report(split, dataset.path, where,
-                           f"annotator labels {labels} are not all in the {classes} classes {sorted(class_ids)}{hint}")
+                           f"annotator labels {labels} are not all in the {classes} classes {sorted(class_ids)}{hint}",
+                           role=classifier_role)
                 continue
             label_name, votes = Counter(fine).most_common(1)[0]
             if votes * 2 <= len(fine):
                 # HateXplain's own "undecided" posts: well-formed, but without a class; left out and counted.
-                bad.leave_out(split, dataset.path, where, f"no majority label among annotators {fine} (undecided)")
+                bad.leave_out(split, dataset.path, where, f"no majority label among annotators {fine} (undecided)",
+                              role=classifier_role)
                 continue
-            reasons = [check_rationale_length(words, r) for r in record.get("rationales", [])]
+            rationales = record.get("rationales") or []
+            reasons = [check_rationale_length(words, r) for r in rationales]
             reason = next((r for r in reasons if r), None)
             if reason:
-                bad.report(split, dataset.path, where, reason)
+                bad.report(split, dataset.path, where, reason, role=classifier_role)
                 continue
             label = class_ids[label_name]
             text = " ".join(words)
             base = {"example_id": post_id, "task": TASK, "split": split, "text": text, "words": list(words), "label": label}
             rows.append({**base, "role": classifier_role, "word_rationale": None})
-            rationale = aggregate_rationale(record.get("rationales", []), rationale_aggregation)
-            if label_name != "normal" and rationale is not None:
-                rows.append({**base, "role": rationale_role, "word_rationale": rationale})
+            if label_name == "normal":
+                continue
+            rationale = aggregate_rationale(rationales, rationale_aggregation)
+            if rationale is None:
+                # A toxic post is a rationale example; without any annotator rationale it cannot be one.
+                bad.leave_out(split, dataset.path, where, "toxic post without rationales: kept as a classifier "
+                              "example, left out of the rationale set", role=rationale_role)
+                continue
+            rows.append({**base, "role": rationale_role, "word_rationale": rationale})
         if missing:
             logger.info("HateXplain %s: %d of %d split ids are not in %s (not recoverable; see data/01_raw/README.md)",
                         split, missing, len(ids), dataset.path)

@@ -21,7 +21,7 @@ ROLES = (
     "rationale_test",
 )
 RATIONALE_ROLES = ("rationale_train", "rationale_val", "rationale_test")
-SKIP_COLUMNS = ["task", "split", "file", "location", "reason"]
+SKIP_COLUMNS = ["task", "split", "role", "file", "location", "reason"]
 
 
 class DataFormatError(ValueError):
@@ -47,17 +47,21 @@ class BadRecords:
     strict: bool = True
     rows: list[dict] = field(default_factory=list)
 
-    def report(self, split: str, file: str, location: str, reason: str) -> None:
+    def report(self, split: str, file: str, location: str, reason: str, role: str | None = None) -> None:
+        """A malformed record: an error naming file and location (strict), else a logged, counted skip.
+        `role`: the example role the record would have fed (None: decided before roles, e.g. a raw line)."""
         message = f"{file}, {location}: {reason}"
         if self.strict:
             raise DataFormatError(message + " (set strict: false in parameters_data_processing.yml to skip and count)")
         logger.warning("Skipping malformed record: %s", message)
-        self.rows.append({"task": self.task, "split": split, "file": file, "location": location, "reason": reason})
+        self.rows.append({"task": self.task, "split": split, "role": role, "file": file, "location": location,
+                          "reason": reason})
 
-    def leave_out(self, split: str, file: str, location: str, reason: str) -> None:
+    def leave_out(self, split: str, file: str, location: str, reason: str, role: str | None = None) -> None:
         """Record a well-formed record that the task's rules exclude (never raises): logged and counted."""
         logger.info("Leaving out record: %s, %s: %s", file, location, reason)
-        self.rows.append({"task": self.task, "split": split, "file": file, "location": location, "reason": reason})
+        self.rows.append({"task": self.task, "split": split, "role": role, "file": file, "location": location,
+                          "reason": reason})
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.rows, columns=SKIP_COLUMNS)

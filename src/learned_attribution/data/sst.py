@@ -109,12 +109,12 @@ def load_sst_trees(trees: RawText, split: str, role: str, max_span: int, bad: Ba
     rows, neutral = [], 0
     for line_no, line in enumerate(trees.lines(), start=1):
         if not line.strip():
-            bad.report(split, trees.path, f"line {line_no}", "empty line")
+            bad.report(split, trees.path, f"line {line_no}", "empty line", role=role)
             continue
         try:
             words, nodes = parse_tree(line)
         except TreeParseError as error:
-            bad.report(split, trees.path, f"line {line_no}", f"tree does not parse: {error}")
+            bad.report(split, trees.path, f"line {line_no}", f"tree does not parse: {error}", role=role)
             continue
         result = tree_rationale(nodes, len(words), max_span)
         if result is None:
@@ -139,15 +139,15 @@ def load_glue_tsv(tsv: RawText, split: str, role: str, bad: BadRecords) -> list[
         columns = line.split("\t")
         where = f"line {line_no}"
         if len(columns) != 2:
-            bad.report(split, tsv.path, where, f"expected 2 tab-separated columns, found {len(columns)}")
+            bad.report(split, tsv.path, where, f"expected 2 tab-separated columns, found {len(columns)}", role=role)
             continue
         sentence, label = columns
         if label.strip() not in ("0", "1"):
-            bad.report(split, tsv.path, where, f"label {label!r} not in {{0, 1}}")
+            bad.report(split, tsv.path, where, f"label {label!r} not in {{0, 1}}", role=role)
             continue
         words = sentence.split()
         if not words:
-            bad.report(split, tsv.path, where, "empty text")
+            bad.report(split, tsv.path, where, "empty text", role=role)
             continue
         rows.append({
             "example_id": f"{TASK}:{split}:glue{line_no}", "task": TASK, "split": split, "role": role,

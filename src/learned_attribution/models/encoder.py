@@ -35,8 +35,11 @@ def _load(loader, name_or_path: str, **kwargs):
     try:
         return loader(resolved, **kwargs)
     except (OSError, ValueError) as error:
+        offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+        where = ("it is not a local folder, and the Hugging Face hub is not reachable (HF_HUB_OFFLINE is set)"
+                 if offline and not Path(name_or_path).exists() else f"{type(error).__name__}: {error}")
         raise EncoderNotFoundError(
-            f"parameter {PARAMETER}={name_or_path!r} could not be loaded: {error}. Use {PACKAGED_ENCODER!r}, "
+            f"parameter {PARAMETER}={name_or_path!r} could not be loaded: {where}. Use {PACKAGED_ENCODER!r}, "
             "a local model folder, or a Hugging Face model name where the hub is reachable.") from error
 
 

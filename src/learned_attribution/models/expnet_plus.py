@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from learned_attribution.metrics.plausibility import auroc_score, budget_k
 
@@ -414,7 +415,7 @@ def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.Da
         raise ValueError(f"select_variant needs exactly the two training tasks, got {sorted(tasks)}")
     rows = []
     unlabeled = {t: parts["unlabeled"].drop(columns=["token_label"], errors="ignore") for t, parts in tasks.items()}
-    for variant in variants:
+    for variant in tqdm(variants, desc="ExpNet+ selection (variants x 2 directions)", unit="variant"):
         scores = []
         for source, other in (tuple(tasks), tuple(reversed(list(tasks)))):
             model = fit_variant(variant, tasks[source]["train"], tasks[source]["val"], unlabeled[other],

@@ -60,15 +60,24 @@ def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_lengt
 def build_data_report(hatexplain: pd.DataFrame, sst2: pd.DataFrame, cola: pd.DataFrame,
                       skipped_hatexplain: pd.DataFrame, skipped_sst2: pd.DataFrame,
                       skipped_cola: pd.DataFrame) -> pd.DataFrame:
-    """One row per task, split and role; `n_skipped` counts the split's skipped input records.
-
-    A skipped record cannot be given a role (it never became a row), so `n_skipped` is per split and
-    repeated on each of the split's roles; a split with skips but no rows gets a row of its own (role null).
-    """
+    """One row per task, split and role; `n_skipped` counts each skipped input record once, on the row it
+    belongs to: the role the parser says it would have fed (e.g. a GLUE line -> classifier, a tree line ->
+    rationale, a toxic post without rationales -> rationale); a record skipped before roles exist (a raw
+    CoLA line) counts on its split's classifier row. Skips with no such row get a row of their own."""
     skipped = pd.concat([skipped_hatexplain, skipped_sst2, skipped_cola], ignore_index=True)
-    skip_counts = skipped.groupby(["task", "split"]).size().to_dict() if len(skipped) else {}
+    frames = (hatexplain, sst2, cola)
+    present = {key for frame in frames for key in frame.groupby(["task", "split", "role"]).groups}
+    skip_counts: dict[tuple, int] = {}
+    for record in skipped.to_dict("records"):
+        role = record.get("role")
+        if role is None or pd.isna(role):
+            classifier_roles = sorted(r for t, sp, r in present
+                                      if t == record["task"] and sp == record["split"] and r.startswith("classifier"))
+            role = classifier_roles[0] if classifier_roles else None
+        key = (record["task"], record["split"], role)
+        skip_counts[key] = skip_counts.get(key, 0) + 1
     rows = []
-    for frame in (hatexplain, sst2, cola):
+    for frame in frames:
         for (task, split, role), group in frame.groupby(["task", "split", "role"], sort=False):
             with_rationale = group["word_rationale"].dropna()
             marked = sum(int(sum(r)) for r in with_rationale)
@@ -78,13 +87,12 @@ def build_data_report(hatexplain: pd.DataFrame, sst2: pd.DataFrame, cola: pd.Dat
                 "n_with_rationale": int(sum(sum(r) > 0 for r in with_rationale)),
                 "rationale_density": round(marked / words, 4) if words else None,
                 "n_truncated": int(group["truncated"].sum()),
-                "n_skipped": int(skip_counts.get((task, split), 0)),
+                "n_skipped": int(skip_counts.get((task, split, role), 0)),
             })
-    # A split whose every record was skipped has no example rows; keep its skips visible.
-    seen = {(row["task"], row["split"]) for row in rows}
-    for (task, split), count in skip_counts.items():
-        if (task, split) not in seen:
-            rows.append({"task": task, "split": split, "role": None, "n_examples": 0, "n_with_rationale": 0,
+    # Skips whose role has no example rows (e.g. every record of a split skipped) stay visible.
+    for (task, split, role), count in skip_counts.items():
+        if (task, split, role) not in present:
+            rows.append({"task": task, "split": split, "role": role, "n_examples": 0, "n_with_rationale": 0,
                          "rationale_density": None, "n_truncated": 0, "n_skipped": int(count)})
     report = pd.DataFrame(rows, columns=REPORT_COLUMNS)
     logger.info("Data report:\n%s", report.to_string(index=False))

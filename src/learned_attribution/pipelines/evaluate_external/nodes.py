@@ -127,8 +127,7 @@ def read_external_rationales(settings: dict[str, Any]) -> pd.DataFrame:
                                 f"(working directory {Path.cwd()})")
     examples = parse_external_rationales(path.read_text(encoding="utf-8"), str(path))
     n_empty = int(examples["word_rationale"].map(lambda r: sum(r) == 0).sum())
-    logger.info("%s: %d examples, %d of them with no rationale word (left out of the metrics, SPEC §1)",
-                path, len(examples), n_empty)
+    logger.info("%s: %d examples, %d of them with no rationale word", path, len(examples), n_empty)
     return examples
 
 
@@ -192,6 +191,11 @@ def predict_external(examples: pd.DataFrame, classifier: TrainedClassifier, max_
     projected["predicted"] = probabilities.argmax(1)
     projected["probability"] = probabilities.max(1)
     projected["correct"] = projected["predicted"] == projected["label"]
+    # Counted after truncation: a rationale whose marked words were all cut off is empty for the metrics too.
+    no_rationale = projected["token_labels"].map(lambda labels: int((np.asarray(labels) == 1).sum()) == 0)
+    logger.info("%s: %d of %d examples have no rationale token after projection to max_length=%d subwords "
+                "(%d truncated): left out of the metrics (SPEC §1)", settings["file"], int(no_rationale.sum()),
+                len(projected), max_length, int(projected["truncated"].sum()))
     logger.info("%s classifier: %d of %d external examples predicted correctly", settings["classifier_task"],
                 int(projected["correct"].sum()), len(projected))
     return projected
@@ -263,15 +267,17 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
     from learned_attribution.hooks import fold_metric_entries
     from learned_attribution.reporting import metrics_bar_chart
 
-    tracking_uri = mlflow_settings.get("tracking_uri", "sqlite:///mlflow.db")
+    from learned_attribution import tracking
+
+    tracking_uri = tracking.resolve_tracking_uri(mlflow_settings.get("tracking_uri"))
+    tracking.check_store(tracking_uri)
     experiment = settings.get("mlflow_experiment", "external")
     client = MlflowClient(tracking_uri=tracking_uri)
-    found = client.get_experiment_by_name(experiment)
-    experiment_id = found.experiment_id if found is not None else client.create_experiment(
-        experiment, artifact_location=default_artifact_location(tracking_uri, experiment))
+    experiment_id = tracking.experiment_id(client, experiment, default_artifact_location(tracking_uri, experiment))
     file, task, fold = str(settings["file"]), settings["classifier_task"], settings["expnet_fold"]
     run_id = client.create_run(experiment_id, run_name=f"{Path(file).stem}: {task} classifier, {fold} ExpNet",
-                               tags={"file": file, "classifier_task": task, "expnet_fold": fold}).info.run_id
+                               tags={"file": file, "classifier_task": task, "expnet_fold": fold,
+                                     **tracking.process_tags()}).info.run_id
     try:
         with_rationale = predictions["token_labels"].map(lambda labels: int((np.asarray(labels) == 1).sum()) > 0)
         params = {"file": file, "file_resolved": str(Path(file).resolve()), "classifier_task": task,

@@ -1,0 +1,124 @@
+"""Talking to MLflow: which store, whether it works, experiments, runs left behind by dead processes, and
+logging that warns instead of stopping the computation. The fold hook (hooks.py), the AFN pipeline and
+evaluate_external all go through here; every call names its run explicitly (`MlflowClient`, no fluent
+active run).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+logger = logging.getLogger(__name__)
+
+PARAMETER = "mlflow.tracking_uri"
+DEFAULT_URI = "sqlite:///mlflow.db"
+# The MLflow 3 UI opens experiments of this kind on the runs table (not the GenAI traces overview).
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+HOST_TAG, PID_TAG = "learned_attribution.host", "learned_attribution.pid"
+
+
+class TrackingStoreError(RuntimeError):
+    """The configured MLflow store cannot be used; the message names the parameter and the path."""
+
+
+def resolve_tracking_uri(configured: str | None) -> str:
+    """`MLFLOW_TRACKING_URI` from the environment wins over the `mlflow.tracking_uri` parameter."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or configured or DEFAULT_URI
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    if urlparse(uri).scheme != "sqlite":
+        return None
+    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+
+
+def check_store(uri: str) -> None:
+    """Raise `TrackingStoreError` (one line naming `mlflow.tracking_uri` and the path) unless the store is
+    reachable and writable: for SQLite the database's folder must exist (MLflow would otherwise fail deep
+    inside SQLAlchemy, or silently create a store elsewhere) and the file be writable."""
+    from mlflow.tracking import MlflowClient
+
+    database = _sqlite_path(uri)
+    if database is not None:
+        folder = database.parent if str(database.parent) else Path(".")
+        if not folder.is_dir():
+            raise TrackingStoreError(f"{PARAMETER}={uri}: the folder {folder} of the SQLite store does not exist "
+                                     "(a typo in the path?)")
+        target = database if database.exists() else folder
+        if not os.access(target, os.W_OK):
+            raise TrackingStoreError(f"{PARAMETER}={uri}: {target} is not writable")
+    try:
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except Exception as error:  # noqa: BLE001 - any store failure becomes one clear line
+        first = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
+        raise TrackingStoreError(f"{PARAMETER}={uri}: the MLflow store cannot be used ({type(error).__name__}: "
+                                 f"{first})") from None
+
+
+def experiment_id(client, name: str, artifact_location: str | None = None) -> str:
+    """The experiment's id, created when missing, marked as a model-training experiment."""
+    found = client.get_experiment_by_name(name)
+    experiment = found.experiment_id if found else client.create_experiment(name, artifact_location=artifact_location)
+    for key, value in EXPERIMENT_KIND.items():
+        if not found or found.tags.get(key) != value:
+            client.set_experiment_tag(experiment, key, value)
+    return experiment
+
+
+def process_tags() -> dict[str, str]:
+    """Tags that let a later start recognise a run whose process died (`end_stale_runs`)."""
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def end_stale_runs(client, experiment: str) -> list[str]:
+    """Mark KILLED every RUNNING run of `experiment` started on this host by a process that no longer exists
+    (killed, or crashed before closing it); returns their ids."""
+    from mlflow.entities import ViewType
+
+    host = socket.gethostname()
+    ended = []
+    for run in client.search_runs([experiment], "attributes.status = 'RUNNING'", ViewType.ACTIVE_ONLY,
+                                  max_results=1000):
+        tags = run.data.tags
+        if tags.get(HOST_TAG) == host and tags.get(PID_TAG, "").isdigit() and not _alive(int(tags[PID_TAG])):
+            client.set_terminated(run.info.run_id, status="KILLED")
+            ended.append(run.info.run_id)
+    if ended:
+        logger.warning("MLflow: %d run(s) of a process that died were still RUNNING; marked KILLED: %s",
+                       len(ended), ended)
+    return ended
+
+
+class GuardedLogging:
+    """Runs MLflow calls so that a tracking failure is a warning naming what was not logged, and the
+    computation and its outputs go on; `strict` (parameter `mlflow.strict`) makes it an error instead."""
+
+    def __init__(self, strict: bool = False):
+        self.strict = strict
+        self.failures: list[str] = []
+
+    def __call__(self, what: str, call: Callable[..., Any], *args, **kwargs) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - tracking must not stop the computation unless strict
+            if self.strict:
+                raise
+            message = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300] if str(error).strip() else ''}"
+            self.failures.append(f"{what} ({message})")
+            logger.warning("MLflow: %s was not logged (%s); the run goes on (mlflow.strict: true stops instead)",
+                           what, message)
+            return None

@@ -1,0 +1,69 @@
+"""tracking.py on real SQLite MLflow stores: the start-up check, the environment's URI, model-training
+experiments, runs of dead processes, and logging failures that warn instead of stopping."""
+import logging
+import socket
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from learned_attribution import tracking
+
+
+def test_a_sqlite_store_in_a_missing_folder_is_refused_in_one_line(tmp_path):
+    uri = f"sqlite:///{tmp_path}/no/such/dir/x.db"
+    with pytest.raises(tracking.TrackingStoreError) as error:
+        tracking.check_store(uri)
+    message = str(error.value)
+    assert message.startswith(f"mlflow.tracking_uri={uri}:") and f"{tmp_path}/no/such/dir" in message
+    assert "\n" not in message and not (tmp_path / "no").exists()
+
+
+def test_a_broken_store_file_is_refused_in_one_line(tmp_path):
+    (tmp_path / "x.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(tracking.TrackingStoreError, match=r"^mlflow.tracking_uri=sqlite:///.*x.db: the MLflow store "
+                                                          r"cannot be used \(") as error:
+        tracking.check_store(f"sqlite:///{tmp_path}/x.db")
+    assert "\n" not in str(error.value)
+
+
+def test_a_good_store_passes_and_the_environment_wins(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path}/ok.db"
+    tracking.check_store(uri)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert tracking.resolve_tracking_uri("sqlite:///param.db") == "sqlite:///param.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert tracking.resolve_tracking_uri("sqlite:///param.db") == uri
+
+
+def test_experiments_are_model_training_experiments(tmp_path):
+    client = MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    first = tracking.experiment_id(client, "crosstask")
+    assert tracking.experiment_id(client, "crosstask") == first
+    assert client.get_experiment(first).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_runs_of_a_dead_process_end_killed_and_live_ones_stay(tmp_path):
+    client = MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    experiment = tracking.experiment_id(client, "crosstask")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = client.create_run(experiment, tags={tracking.HOST_TAG: socket.gethostname(),
+                                               tracking.PID_TAG: dead.stdout.strip()}).info.run_id
+    alive = client.create_run(experiment, tags=tracking.process_tags()).info.run_id
+    elsewhere = client.create_run(experiment, tags={tracking.HOST_TAG: "another-host",
+                                                    tracking.PID_TAG: dead.stdout.strip()}).info.run_id
+    assert tracking.end_stale_runs(client, experiment) == [gone]
+    assert client.get_run(gone).info.status == "KILLED"
+    assert client.get_run(alive).info.status == client.get_run(elsewhere).info.status == "RUNNING"
+
+
+def test_a_logging_failure_is_a_warning_unless_strict(tmp_path, caplog):
+    client = MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    guard = tracking.GuardedLogging()
+    with caplog.at_level(logging.WARNING, logger="learned_attribution.tracking"):
+        assert guard("metrics of a missing run", client.log_metric, "no-such-run", "auroc", 0.5) is None
+    assert "MLflow: metrics of a missing run was not logged" in caplog.text and len(guard.failures) == 1
+    assert guard("a constant", lambda: 3) == 3
+    with pytest.raises(Exception):
+        tracking.GuardedLogging(strict=True)("metrics of a missing run", client.log_metric, "no-such-run", "x", 1.0)
