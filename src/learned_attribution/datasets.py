@@ -27,6 +27,10 @@ class RawTextDataset(AbstractDataset[None, RawText]):
     def save(self, data: None) -> None:
         raise DatasetError(f"{self._filepath} is raw data and read-only")
 
+    @property
+    def path(self) -> Path:
+        return self._filepath
+
     def _exists(self) -> bool:
         return self._filepath.exists()
 

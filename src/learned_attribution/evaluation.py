@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from learned_attribution.explainers import Batch, Explainer
+from learned_attribution.explainers import Batch, Explainer, build_explainer
 from learned_attribution.explainers.base import make_batch as batch_from_ids
 from learned_attribution.metrics.plausibility import (MethodScores, all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                       finite_scores, random_scores, threshold_mask, top_k_mask)
@@ -177,3 +177,112 @@ def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, th
                              "classifier_accuracy": float(examples.loc[present, "correct"].mean()),
                              **score_method(scores, method_gold, method_masks(scores, rho, threshold), n_boot, seed)})
     return pd.DataFrame(rows).reindex(columns=METRIC_COLUMNS)
+
+
+# ----------------------------------------------------------------------------------------------------
+# One rationale test set: explain, faithfulness, score (the crosstask folds and evaluate_external)
+# ----------------------------------------------------------------------------------------------------
+
+def matched_baselines(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The baselines' matched-budget rows on all examples, restricted to methods that explained every
+    example (the expensive methods ran on a sample only, and a sample's AUROC is not comparable)."""
+    rows = metrics[(metrics["subset"] == "all") & (metrics["rule"] == "matched")
+                   & ~metrics["family"].isin(["floor", "learned"])]
+    return rows[rows["n_examples"] == rows["n_examples"].max()]
+
+
+def best_baseline(metrics: pd.DataFrame) -> str | None:
+    """The baseline with the highest AUROC among `matched_baselines` (None when there is none)."""
+    baselines = matched_baselines(metrics)
+    return baselines.sort_values("auroc", ascending=False)["method"].iloc[0] if len(baselines) else None
+
+
+def expensive_sample(examples: pd.DataFrame, size: int | None, seed: int) -> list[str]:
+    """Seeded subset of the held-out examples on which the expensive methods (and faithfulness) run."""
+    ids = examples["example_id"]
+    if size is None or size >= len(ids):
+        return ids.tolist()
+    return ids.sample(n=size, random_state=seed).tolist()
+
+
+def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_plus, params: dict[str, Any],
+                          seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """ExpNet+, the paper's ExpNet and every baseline of `params["baselines"]` on the rationale test examples
+    of `predictions` (`params`: the crosstask settings), explaining `classifier`. Methods listed under
+    `expensive` run on the seeded sample of `expensive_sample_size` only. Returns the token scores (one row
+    per example and method, with gold labels and the `in_sample` flag), the failures and the cost table
+    (examples per second)."""
+    from learned_attribution.models.signals import continuation_token_ids
+
+    examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
+    sample = set(expensive_sample(examples, params["expensive_sample_size"], seed))
+    unknown = set(params["expensive"]) - set(params["baselines"])
+    if unknown:
+        raise ValueError(f"parameter crosstask.expensive names methods that are not in crosstask.baselines: {sorted(unknown)}")
+    explainers = {
+        "expnet_plus": build_explainer("expnet_plus", model=expnet_plus, layer=params["layer"],
+                                       continuation_ids=continuation_token_ids(classifier.tokenizer)),
+        "expnet_paper": build_explainer("expnet_paper", training=expnet, layer=params["layer"]),
+    }
+    for name, settings in params["baselines"].items():
+        explainers[name] = build_explainer(name, **(settings or {}))
+    cheap = {n: e for n, e in explainers.items() if n not in params["expensive"]}
+    costly = {n: e for n, e in explainers.items() if n in params["expensive"]}
+    runs = [explain_examples(classifier.model, classifier.tokenizer, examples, cheap, params["batch_size"])]
+    sampled = examples[examples["example_id"].isin(sample)]
+    if costly:
+        runs.append(explain_examples(classifier.model, classifier.tokenizer, sampled, costly, params["batch_size"]))
+    gold = examples[["example_id", "label", "predicted", "correct", "token_labels"]].copy()
+    gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
+    gold["in_sample"] = gold["example_id"].isin(sample)
+    scores = pd.concat([r.scores for r in runs], ignore_index=True).merge(gold.drop(columns="token_labels"),
+                                                                        on="example_id")
+    n_explained = scores.groupby("method")["example_id"].nunique()
+    cost = pd.DataFrame([{"method": m, "n_examples": int(n_explained.get(m, 0)), "seconds": s,
+                          "examples_per_second": n_explained.get(m, 0) / s if s else np.nan}
+                         for r in runs for m, s in r.seconds.items()])
+    failures = pd.concat([r.failures for r in runs], ignore_index=True)
+    return scores, failures, cost
+
+
+def sample_faithfulness(classifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
+                        settings: dict[str, Any]) -> pd.DataFrame:
+    """ERASER comprehensiveness and sufficiency (AOPC) of every method on the examples flagged `in_sample`
+    (`settings`: `fractions`, `batch_size`)."""
+    from learned_attribution.metrics.faithfulness import faithfulness
+
+    sampled = token_scores[token_scores["in_sample"]]
+    input_ids = predictions.drop_duplicates("example_id").set_index("example_id")["input_ids"]
+    tables = []
+    for method, rows in sampled.groupby("method", sort=False):
+        table = faithfulness(classifier.model, [list(input_ids[i]) for i in rows["example_id"]],
+                             [np.asarray(s, dtype=float) for s in rows["scores"]], rows["predicted"].tolist(),
+                             fractions=tuple(settings["fractions"]), batch_size=settings["batch_size"],
+                             pad_token_id=classifier.tokenizer.pad_token_id)
+        table.insert(0, "method", method)
+        table.insert(1, "example_id", rows["example_id"].to_numpy())
+        tables.append(table)
+    return pd.concat(tables, ignore_index=True)
+
+
+def score_rationale_set(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
+                        budget: dict[str, float], expnet_plus_threshold: float, params: dict[str, Any], seed: int, *,
+                        fold: str, held_out_task: str) -> pd.DataFrame:
+    """Plausibility of every method under its own rule and the matched budget (`budget["rho"]`), on all
+    examples, the correctly predicted ones and the expensive methods' sample, with the two floors and
+    bootstrap 95% intervals; faithfulness (AOPC) beside the sample rows. The learned explainers' own rules
+    are `budget["threshold"]` and their calibrated thresholds."""
+    examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
+    thresholds = {"expnet_paper": {"own": budget["threshold"], "own_calibrated": budget["calibrated_threshold"]},
+                  "expnet_plus": {"own": budget["threshold"], "own_calibrated": expnet_plus_threshold}}
+    sample_ids = token_scores.loc[token_scores["in_sample"], "example_id"].unique()
+    metrics = score_all(token_scores, examples, budget["rho"], thresholds, fold, held_out_task,
+                        params["bootstrap"]["n_boot"], params["bootstrap"]["seed"], sample_ids=sample_ids)
+    aopc = faithfulness.groupby("method")[["comprehensiveness", "sufficiency"]].mean().reset_index()
+    aopc["subset"] = "sample"
+    metrics = (metrics.drop(columns=["comprehensiveness", "sufficiency"])
+               .merge(aopc, on=["method", "subset"], how="left").reindex(columns=METRIC_COLUMNS))
+    headline = metrics[(metrics["subset"] == "all") & (metrics["rule"].isin(["matched", "own"]))]
+    logger.info("%s:\n%s", fold, headline[["method", "rule", "n_examples", "f1", "auroc", "auprc"]]
+                .round(3).to_string(index=False))
+    return metrics

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -66,7 +67,9 @@ class MlflowFoldRunsHook:
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
         folds = sorted({node.namespace.split(".")[0] for node in pipeline.nodes
                         if node.namespace and node.namespace.startswith(FOLD_PREFIX)})
-        if not folds:
+        trained = sorted({node.namespace for node in pipeline.nodes
+                          if node.namespace in TASKS and node.name.endswith("train_classifier")})
+        if not folds and not trained:
             return
         settings = self._params.get("mlflow", {})
         uri = resolve_tracking_uri(settings.get("tracking_uri"))
@@ -74,7 +77,7 @@ class MlflowFoldRunsHook:
         self._guard = GuardedLogging(bool(settings.get("strict", False)))
         self._catalog = catalog
         self._experiment = settings.get("experiment", "crosstask")
-        if self._guard("the fold runs", self._open_runs, uri, run_params, folds) is None:
+        if self._guard("the runs", self._open_runs, uri, run_params, folds) is None:
             self._client = None  # warned: the pipeline runs without tracking
 
     def _open_runs(self, uri: str, run_params: dict[str, Any], folds: list[str]) -> bool:
@@ -84,13 +87,15 @@ class MlflowFoldRunsHook:
         tracking.end_stale_runs(self._client, experiment_id)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         env = run_params.get("env") or "local"
-        parent = self._client.create_run(experiment_id, run_name=f"crosstask {stamp}",
+        kind = "crosstask" if folds else "classifiers"
+        parent = self._client.create_run(experiment_id, run_name=f"{kind} {stamp}",
                                          tags={"kedro.env": env, "kedro.pipeline": str(run_params.get("pipeline_name")),
                                                **tracking.process_tags()})
         self._parent = parent.info.run_id
         shared = {**_flatten("encoder", self._params.get("encoder", {})),
                   **_flatten("features", self._params.get("features", {})),
                   **_flatten("crosstask", self._params.get("crosstask", {})),
+                  **_flatten("classifiers", self._params.get("classifiers", {})),
                   "max_length": str(self._params.get("max_length")), "seed": str(self._params.get("seed")),
                   "kedro.env": env}
         self._log_params(self._parent, {**shared, "folds": ",".join(folds)})
@@ -103,9 +108,27 @@ class MlflowFoldRunsHook:
             training = [t for t in TASKS if t != task]
             self._log_params(run.info.run_id, {**shared, "fold": fold, "held_out_task": task,
                                                "training_tasks": ",".join(training)})
+        commit = tracking.git_commit(Path.cwd())
+        raw_inputs = tracking.raw_file_inputs(self._raw_files())
+        for run_id in [self._parent, *self._folds.values()]:
+            if commit:
+                self._client.set_tag(run_id, "mlflow.source.git.commit", commit)
+            self._guard(f"the raw input hashes of run {run_id}", self._client.log_inputs, run_id, raw_inputs)
         logger.info("MLflow: parent run %s with fold runs %s at %s", self._parent, self._folds,
                     self._client.tracking_uri)
         return True
+
+    def _raw_files(self) -> dict[str, Path]:
+        """Every raw file the data processing pipeline reads (name -> path), hashed into each run's inputs."""
+        from learned_attribution.datasets import RawTextDataset
+        from learned_attribution.pipelines.data_processing import create_pipeline
+
+        files = {}
+        for name in sorted(create_pipeline().inputs()):
+            dataset = self._catalog.get(name) if name.startswith("raw_") else None
+            if isinstance(dataset, RawTextDataset) and dataset.path.is_file():
+                files[name] = dataset.path
+        return files
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:
@@ -118,6 +141,12 @@ class MlflowFoldRunsHook:
         run_id = self._folds.get(namespace)
         if run_id is not None:
             self._log_fold_output(run_id, namespace, name, data)
+        elif name == "training_history" and namespace in TASKS:
+            # Fine-tuning curve: on the parent run per task, and on the fold whose held-out task it is.
+            history = data.to_dict("records")
+            self._log_steps(self._parent, tracking.step_metrics(f"classifier/{namespace}", history))
+            if f"{FOLD_PREFIX}{namespace}" in self._folds:
+                self._log_steps(self._folds[f"{FOLD_PREFIX}{namespace}"], tracking.step_metrics("classifier", history))
         elif dataset_name == "classifier_metrics":
             for fold, fold_run in self._folds.items():
                 rows = data[data["task"] == fold[len(FOLD_PREFIX):]]
@@ -140,7 +169,10 @@ class MlflowFoldRunsHook:
             client.log_figure(run_id, data, "metrics.png")
         elif name == "heatmaps":
             client.log_text(run_id, data, "heatmaps.html")
-        elif name in ("expnet_history", "explain_cost", "explain_failures", "expnet_plus_selection"):
+        elif name == "expnet_history":
+            self._log_steps(run_id, tracking.step_metrics("expnet_training", data.to_dict("records")))
+            client.log_text(run_id, data.to_csv(index=False), f"{name}.csv")
+        elif name in ("explain_cost", "explain_failures", "expnet_plus_selection"):
             client.log_text(run_id, data.to_csv(index=False), f"{name}.csv")
         elif name == "expnet_plus_ablation":
             client.log_text(run_id, data.to_csv(index=False), "expnet_plus_ablation.csv")
@@ -155,6 +187,7 @@ class MlflowFoldRunsHook:
             client.log_artifacts(run_id, str(folder), "expnet_paper" if name == "expnet" else "expnet_plus")
             if name == "expnet_plus":
                 client.set_tag(run_id, "expnet_plus_variant", data.variant.name)
+                self._log_steps(run_id, tracking.step_metrics("expnet_plus_training", data.history))
         elif name == "fold_card":
             self._log_fold_model(namespace, run_id)
 
@@ -174,6 +207,10 @@ class MlflowFoldRunsHook:
         items = [Param(k, v) for k, v in params.items()]
         for start in range(0, len(items), 100):
             self._client.log_batch(run_id, params=items[start:start + 100])
+
+    def _log_steps(self, run_id: str, metrics: list[Metric]) -> None:
+        for start in range(0, len(metrics), _MAX_BATCH):
+            self._client.log_batch(run_id, metrics=metrics[start:start + _MAX_BATCH])
 
     def _log_metrics(self, run_id: str, values: dict[str, float]) -> None:
         stamp = int(time.time() * 1000)

@@ -122,3 +122,54 @@ class GuardedLogging:
             logger.warning("MLflow: %s was not logged (%s); the run goes on (mlflow.strict: true stops instead)",
                            what, message)
             return None
+
+
+def git_commit(folder: str | Path = ".") -> str | None:
+    """The checked-out commit of the project, or None outside a git checkout."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def file_sha256(path: str | Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def raw_file_inputs(files: dict[str, str | Path]) -> list:
+    """MLflow dataset inputs for raw files (name -> path): source = the file, digest = its SHA-256 (the full
+    hash is also a tag), so a run says exactly which data it read."""
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.data.sources import LocalArtifactDatasetSource
+    from mlflow.entities import DatasetInput, InputTag
+
+    inputs = []
+    for name, path in sorted(files.items()):
+        sha = file_sha256(path)
+        dataset = MetaDataset(LocalArtifactDatasetSource(str(Path(path).resolve())), name=name, digest=sha[:32])
+        inputs.append(DatasetInput(dataset._to_mlflow_entity(),
+                                   tags=[InputTag("mlflow.data.context", "raw"), InputTag("sha256", sha)]))
+    return inputs
+
+
+def step_metrics(prefix: str, history: list[dict], step_key: str = "epoch") -> list:
+    """A training history (one dict per epoch) as MLflow metrics `<prefix>/<name>` with the epoch as step."""
+    import math
+    import time
+
+    from mlflow.entities import Metric
+
+    stamp = int(time.time() * 1000)
+    return [Metric(f"{prefix}/{key}", float(value), stamp, int(row[step_key]))
+            for row in history for key, value in row.items()
+            if key != step_key and isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(float(value))]

@@ -98,6 +98,16 @@ def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
         assert child.data.tags["registered_model"].startswith(f"models:/crosstask-smoke-{child.info.run_name}/")
         assert any(k.startswith("expnet_plus_ablation/") for k in keys)
         assert child.data.tags["expnet_plus_variant"]
+        # Training curves as step metrics, the commit, and a SHA-256 of every raw input file.
+        for curve in ("expnet_training/val_auroc", "expnet_plus_training/val_auroc", "classifier/train_loss"):
+            steps = [m.step for m in client.get_metric_history(child.info.run_id, curve)]
+            assert steps and steps == sorted(steps) and steps[0] == 1, curve
+        assert len(child.data.tags["mlflow.source.git.commit"]) == 40
+        inputs = {i.dataset.name: i for i in client.get_run(child.info.run_id).inputs.dataset_inputs}
+        assert {"raw_hatexplain_dataset", "raw_sst2_glue_train", "raw_cola_in_domain_train"} <= set(inputs)
+        tags = {t.key: t.value for t in inputs["raw_hatexplain_dataset"].tags}
+        assert len(tags["sha256"]) == 64 and inputs["raw_hatexplain_dataset"].dataset.digest == tags["sha256"][:32]
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert {"crosstask_metrics.csv", "crosstask_summary.md"} <= {a.path for a in client.list_artifacts(parents[0].info.run_id)}
 
 

@@ -67,3 +67,24 @@ def test_a_logging_failure_is_a_warning_unless_strict(tmp_path, caplog):
     assert guard("a constant", lambda: 3) == 3
     with pytest.raises(Exception):
         tracking.GuardedLogging(strict=True)("metrics of a missing run", client.log_metric, "no-such-run", "x", 1.0)
+
+
+def test_training_histories_become_step_metrics_and_raw_files_inputs_with_their_hash(tmp_path):
+    import hashlib
+
+    history = [{"epoch": 1, "train_loss": 0.7, "val_auroc": 0.6, "note": "x"},
+               {"epoch": 2, "train_loss": 0.5, "val_auroc": float("nan")}]
+    metrics = tracking.step_metrics("expnet_training", history)
+    assert sorted((m.key, m.step, m.value) for m in metrics) == [
+        ("expnet_training/train_loss", 1, 0.7), ("expnet_training/train_loss", 2, 0.5),
+        ("expnet_training/val_auroc", 1, 0.6)]
+    raw = tmp_path / "train.tsv"
+    raw.write_text("a\t1\n")
+    client = MlflowClient(f"sqlite:///{tmp_path}/m.db")
+    run = client.create_run(tracking.experiment_id(client, "x")).info.run_id
+    client.log_inputs(run, tracking.raw_file_inputs({"raw_train": raw}))
+    [logged] = client.get_run(run).inputs.dataset_inputs
+    sha = hashlib.sha256(raw.read_bytes()).hexdigest()
+    assert logged.dataset.name == "raw_train" and logged.dataset.digest == sha[:32]
+    assert {t.key: t.value for t in logged.tags}["sha256"] == sha and str(raw) in logged.dataset.source
+    assert tracking.git_commit(tmp_path) is None

@@ -8,10 +8,9 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.evaluation import (METRIC_COLUMNS, explain_examples, gold_labels, method_masks,
-                                            rationale_test_examples, score_method,
-                                            score_all)
-from learned_attribution.explainers import build_explainer
+from learned_attribution.evaluation import (best_baseline, explain_rationale_set, gold_labels, matched_baselines,
+                                            method_masks, rationale_test_examples, sample_faithfulness,
+                                            score_method, score_rationale_set)
 from learned_attribution.models.expnet import ExpNetConfig, ExpNetTraining, calibrate_threshold, train_expnet
 from learned_attribution.models.features import feature_names
 
@@ -85,101 +84,27 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
     return training, history, budget
 
 
-def matched_baselines(metrics: pd.DataFrame) -> pd.DataFrame:
-    """The baselines' matched-budget rows on all examples, restricted to methods that explained every
-    example (the expensive methods ran on a sample only, and a sample's AUROC is not comparable)."""
-    rows = metrics[(metrics["subset"] == "all") & (metrics["rule"] == "matched")
-                   & ~metrics["family"].isin(["floor", "learned"])]
-    return rows[rows["n_examples"] == rows["n_examples"].max()]
-
-
-def expensive_sample(examples: pd.DataFrame, size: int | None, seed: int) -> list[str]:
-    """Seeded subset of the held-out examples on which the expensive methods (and faithfulness) run."""
-    ids = examples["example_id"]
-    if size is None or size >= len(ids):
-        return ids.tolist()
-    return ids.sample(n=size, random_state=seed).tolist()
-
-
 def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: ExpNetTraining,
                     expnet_plus, params: dict[str, Any], seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ExpNet+ (the fold's chosen variant), the paper's ExpNet and every configured baseline on the held-out
     task's rationale test set, explaining the held-out task's own classifier (never trained on these
-    sentences). Methods listed under `expensive` run on the seeded sample only; the cost table records
-    examples per second."""
-    from learned_attribution.models.signals import continuation_token_ids
-
-    examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
-    sample = set(expensive_sample(examples, params["expensive_sample_size"], seed))
-    unknown = set(params["expensive"]) - set(params["baselines"])
-    if unknown:
-        raise ValueError(f"parameter crosstask.expensive names methods that are not in crosstask.baselines: {sorted(unknown)}")
-    explainers = {
-        "expnet_plus": build_explainer("expnet_plus", model=expnet_plus, layer=params["layer"],
-                                       continuation_ids=continuation_token_ids(classifier.tokenizer)),
-        "expnet_paper": build_explainer("expnet_paper", training=expnet, layer=params["layer"]),
-    }
-    for name, settings in params["baselines"].items():
-        explainers[name] = build_explainer(name, **(settings or {}))
-    cheap = {n: e for n, e in explainers.items() if n not in params["expensive"]}
-    costly = {n: e for n, e in explainers.items() if n in params["expensive"]}
-    runs = [explain_examples(classifier.model, classifier.tokenizer, examples, cheap, params["batch_size"])]
-    sampled = examples[examples["example_id"].isin(sample)]
-    if costly:
-        runs.append(explain_examples(classifier.model, classifier.tokenizer, sampled, costly, params["batch_size"]))
-    gold = examples[["example_id", "label", "predicted", "correct", "token_labels"]].copy()
-    gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
-    gold["in_sample"] = gold["example_id"].isin(sample)
-    scores = pd.concat([r.scores for r in runs], ignore_index=True).merge(gold.drop(columns="token_labels"),
-                                                                        on="example_id")
-    n_explained = scores.groupby("method")["example_id"].nunique()
-    cost = pd.DataFrame([{"method": m, "n_examples": int(n_explained.get(m, 0)), "seconds": s,
-                          "examples_per_second": n_explained.get(m, 0) / s if s else np.nan}
-                         for r in runs for m, s in r.seconds.items()])
-    failures = pd.concat([r.failures for r in runs], ignore_index=True)
-    return scores, failures, cost
+    sentences); the expensive methods on the seeded sample (`evaluation.explain_rationale_set`)."""
+    return explain_rationale_set(classifier, predictions, expnet, expnet_plus, params, seed)
 
 
 def fold_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
                       params: dict[str, Any]) -> pd.DataFrame:
     """ERASER comprehensiveness and sufficiency (AOPC) of every method on the seeded sample."""
-    from learned_attribution.metrics.faithfulness import faithfulness
-
-    sampled = token_scores[token_scores["in_sample"]]
-    input_ids = predictions.drop_duplicates("example_id").set_index("example_id")["input_ids"]
-    settings = params["faithfulness"]
-    tables = []
-    for method, rows in sampled.groupby("method", sort=False):
-        table = faithfulness(classifier.model, [list(input_ids[i]) for i in rows["example_id"]],
-                             [np.asarray(s, dtype=float) for s in rows["scores"]], rows["predicted"].tolist(),
-                             fractions=tuple(settings["fractions"]), batch_size=settings["batch_size"],
-                             pad_token_id=classifier.tokenizer.pad_token_id)
-        table.insert(0, "method", method)
-        table.insert(1, "example_id", rows["example_id"].to_numpy())
-        tables.append(table)
-    return pd.concat(tables, ignore_index=True)
+    return sample_faithfulness(classifier, token_scores, predictions, params["faithfulness"])
 
 
 def score_fold(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
                budget: dict[str, float], expnet_plus, params: dict[str, Any], seed: int, *, fold: str,
                held_out_task: str) -> pd.DataFrame:
-    """Plausibility of every method under its own rule and the matched budget, on all examples, the
-    correctly predicted ones and the expensive methods' sample, with the two floors and bootstrap 95%
-    intervals; faithfulness (AOPC) beside the sample rows."""
-    examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
-    thresholds = {"expnet_paper": {"own": budget["threshold"], "own_calibrated": budget["calibrated_threshold"]},
-                  "expnet_plus": {"own": budget["threshold"], "own_calibrated": expnet_plus.calibrated_threshold}}
-    sample_ids = token_scores.loc[token_scores["in_sample"], "example_id"].unique()
-    metrics = score_all(token_scores, examples, budget["rho"], thresholds, fold, held_out_task,
-                        params["bootstrap"]["n_boot"], params["bootstrap"]["seed"], sample_ids=sample_ids)
-    aopc = faithfulness.groupby("method")[["comprehensiveness", "sufficiency"]].mean().reset_index()
-    aopc["subset"] = "sample"
-    metrics = (metrics.drop(columns=["comprehensiveness", "sufficiency"])
-               .merge(aopc, on=["method", "subset"], how="left").reindex(columns=METRIC_COLUMNS))
-    headline = metrics[(metrics["subset"] == "all") & (metrics["rule"].isin(["matched", "own"]))]
-    logger.info("%s:\n%s", fold, headline[["method", "rule", "n_examples", "f1", "auroc", "auprc"]]
-                .round(3).to_string(index=False))
-    return metrics
+    """Plausibility of every method (own rule and matched budget; all, correct and sample subsets; floors;
+    bootstrap 95% intervals) with faithfulness beside the sample rows (`evaluation.score_rationale_set`)."""
+    return score_rationale_set(token_scores, predictions, faithfulness, budget, expnet_plus.calibrated_threshold,
+                               params, seed, fold=fold, held_out_task=held_out_task)
 
 
 def plot_fold(metrics: pd.DataFrame, *, fold: str):
@@ -195,8 +120,7 @@ def heatmaps(token_scores: pd.DataFrame, predictions: pd.DataFrame, metrics: pd.
     best baseline (AUROC)."""
     from learned_attribution.reporting import heatmap_page
 
-    baselines = matched_baselines(metrics)
-    best = baselines.sort_values("auroc", ascending=False)["method"].iloc[0] if len(baselines) else None
+    best = best_baseline(metrics)
     methods = list(LEARNED_METHODS) + ([best] if best else [])
     ids = token_scores["example_id"].drop_duplicates()
     chosen = ids.sample(n=min(n_examples, len(ids)), random_state=seed)
@@ -220,7 +144,7 @@ def fold_card(fold_metrics: pd.DataFrame, budget: dict[str, float], params: dict
     `learned_attribution.explain`): the best baseline (AUROC, among methods run on every example) with every
     baseline's settings, the matched budget rho and the attention layer."""
     baselines = matched_baselines(fold_metrics)
-    best = baselines.sort_values("auroc", ascending=False)["method"].iloc[0] if len(baselines) else "saliency"
+    best = best_baseline(fold_metrics) or "saliency"
     return {"fold": fold, "held_out_task": fold.removeprefix("heldout_"), "best_baseline": best,
             "best_baseline_auroc": float(baselines["auroc"].max()) if len(baselines) else None,
             "baselines": {name: dict(settings or {}) for name, settings in params["baselines"].items()},

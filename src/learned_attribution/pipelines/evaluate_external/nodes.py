@@ -213,17 +213,18 @@ def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, e
     rationale, exactly as
     a crosstask fold explains its held-out set (expensive methods on the seeded sample)."""
     settings = external_settings(settings)
-    from learned_attribution.pipelines.crosstask.nodes import explain_heldout
+    from learned_attribution.evaluation import explain_rationale_set
 
-    return explain_heldout(classifier, predictions, expnet, expnet_plus, _crosstask_settings(crosstask, settings), seed)
+    return explain_rationale_set(classifier, predictions, expnet, expnet_plus, _crosstask_settings(crosstask, settings),
+                                 seed)
 
 
 def external_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
                           crosstask: dict[str, Any]) -> pd.DataFrame:
     """ERASER comprehensiveness / sufficiency on the seeded sample, as in a crosstask fold."""
-    from learned_attribution.pipelines.crosstask.nodes import fold_faithfulness
+    from learned_attribution.evaluation import sample_faithfulness
 
-    return fold_faithfulness(classifier, token_scores, predictions, crosstask)
+    return sample_faithfulness(classifier, token_scores, predictions, crosstask["faithfulness"])
 
 
 def score_external(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
@@ -232,11 +233,11 @@ def score_external(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithf
     """The crosstask metrics table for the file (fold = the ExpNet's fold, held_out_task = "external"),
     with the classifier's task and the file appended as columns."""
     settings = external_settings(settings)
-    from learned_attribution.pipelines.crosstask.nodes import score_fold
+    from learned_attribution.evaluation import score_rationale_set
 
-    metrics = score_fold(token_scores, predictions, faithfulness, budget, expnet_plus,
-                         _crosstask_settings(crosstask, settings),
-                         seed, fold=settings["expnet_fold"], held_out_task="external")
+    metrics = score_rationale_set(token_scores, predictions, faithfulness, budget, expnet_plus.calibrated_threshold,
+                                  _crosstask_settings(crosstask, settings), seed, fold=settings["expnet_fold"],
+                                  held_out_task="external")
     metrics = metrics.assign(classifier_task=settings["classifier_task"], file=str(settings["file"]))
     return metrics.reindex(columns=[*METRIC_COLUMNS, *EXTRA_COLUMNS])
 

@@ -1,0 +1,84 @@
+"""The library side of a fold's evaluation (evaluation.py): the seeded sample, the best baseline, explaining a
+rationale set with learned and baseline methods, faithfulness on the sample, and scoring with known answers."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from learned_attribution.evaluation import (best_baseline, expensive_sample, explain_rationale_set,
+                                            matched_baselines, sample_faithfulness, score_rationale_set)
+from learned_attribution.explain import load_classifier
+from learned_attribution.models import artifacts
+
+SETTINGS = {"layer": -1, "batch_size": 2, "max_test_examples": None, "expensive": ["occlusion"],
+            "expensive_sample_size": 2, "baselines": {"raw_attention": {}, "occlusion": {"batch_size": 8}},
+            "faithfulness": {"fractions": [0.2, 0.5], "batch_size": 4}, "bootstrap": {"n_boot": 50, "seed": 0}}
+
+
+def test_expensive_sample_is_seeded_and_capped():
+    examples = pd.DataFrame({"example_id": [f"e{i}" for i in range(10)]})
+    assert expensive_sample(examples, None, 0) == expensive_sample(examples, 99, 0) == examples["example_id"].tolist()
+    first, again = expensive_sample(examples, 3, 7), expensive_sample(examples, 3, 7)
+    assert first == again and len(set(first)) == 3 and set(first) <= set(examples["example_id"])
+
+
+def test_the_best_baseline_ignores_learned_methods_floors_and_sample_only_methods():
+    rows = [("expnet_plus", "learned", 100, 0.95), ("saliency", "gradient", 100, 0.80),
+            ("raw_attention", "attention", 100, 0.70), ("lime", "perturbation", 40, 0.99),
+            ("random", "floor", 100, 0.50)]
+    metrics = pd.DataFrame([{"method": m, "family": f, "n_examples": n, "auroc": a, "subset": "all", "rule": "matched"}
+                            for m, f, n, a in rows])
+    assert set(matched_baselines(metrics)["method"]) == {"saliency", "raw_attention"}
+    assert best_baseline(metrics) == "saliency" and best_baseline(metrics.iloc[:1]) is None
+
+
+@pytest.fixture
+def rationale_set(tiny_models_dir):
+    classifier = load_classifier(tiny_models_dir / "classifier_sst2")
+    texts = [["the", "movie", "is", "great"], ["a", "bad", "film"], ["so", "boring", "and", "slow", "."],
+             ["fun", "story"]]
+    rows = []
+    for index, words in enumerate(texts):
+        ids = classifier.tokenizer(words, is_split_into_words=True)["input_ids"]
+        labels = [-100] + [int(i % 2 == 0) for i in range(len(ids) - 2)] + [-100]
+        rows.append({"example_id": f"x{index}", "role": "rationale_test", "input_ids": ids, "token_labels": labels,
+                     "label": 1, "predicted": index % 2, "correct": index % 2 == 1})
+    fold = tiny_models_dir / "heldout_sst2"
+    return (classifier, pd.DataFrame(rows), artifacts.load_explainer(fold / "expnet_paper"),
+            artifacts.load_explainer(fold / "expnet_plus"))
+
+
+def test_explaining_a_rationale_set_runs_every_method_and_the_expensive_ones_on_the_sample(rationale_set):
+    classifier, predictions, paper, plus = rationale_set
+    scores, failures, cost = explain_rationale_set(classifier, predictions, paper, plus, SETTINGS, seed=0)
+    assert failures.empty
+    counts = scores.groupby("method")["example_id"].nunique().to_dict()
+    assert counts == {"expnet_plus": 4, "expnet_paper": 4, "raw_attention": 4, "occlusion": 2}
+    assert scores.loc[scores["method"] == "occlusion", "in_sample"].all() and scores["in_sample"].sum() == 2 * 4
+    for row in scores.itertuples():
+        assert len(row.scores) == len(row.gold) == len(predictions.set_index("example_id").at[row.example_id,
+                                                                                                   "input_ids"]) - 2
+    assert set(cost["method"]) == set(counts) and (cost["examples_per_second"] > 0).all()
+    faithful = sample_faithfulness(classifier, scores, predictions, SETTINGS["faithfulness"])
+    assert len(faithful) == 2 * 4 and faithful["comprehensiveness"].between(-1, 1).all()
+    with pytest.raises(ValueError, match="crosstask.expensive names methods that are not in crosstask.baselines"):
+        explain_rationale_set(classifier, predictions, paper, plus, {**SETTINGS, "expensive": ["lime"]}, seed=0)
+
+
+def test_scoring_known_answers(rationale_set):
+    classifier, predictions, paper, plus = rationale_set
+    gold = {r.example_id: np.asarray(r.token_labels)[1:-1] for r in predictions.itertuples()}
+    rows = [{"example_id": i, "method": "oracle", "family": "gradient", "scores": (g + 0.01 * np.arange(len(g))).tolist(),
+             "in_sample": i in ("x0", "x1"), "predicted": p, "correct": c}
+            for (i, g), p, c in zip(gold.items(), predictions["predicted"], predictions["correct"])]
+    rows += [{**r, "method": "inverse", "scores": [-s for s in r["scores"]]} for r in rows]
+    token_scores = pd.DataFrame(rows)
+    faithful = pd.DataFrame({"method": ["oracle", "inverse"], "example_id": ["x0", "x0"],
+                             "comprehensiveness": [0.3, -0.1], "sufficiency": [0.1, 0.2]})
+    budget = {"rho": 0.5, "threshold": 0.5, "calibrated_threshold": 0.4}
+    metrics = score_rationale_set(token_scores, predictions, faithful, budget, 0.6, SETTINGS, 0, fold="f",
+                                  held_out_task="t").set_index(["method", "rule", "subset"])
+    assert metrics.at[("oracle", "matched", "all"), "auroc"] == 1.0
+    assert metrics.at[("inverse", "matched", "all"), "auroc"] == 0.0
+    assert metrics.at[("oracle", "matched", "correct"), "n_examples"] == 2
+    assert metrics.at[("oracle", "matched", "sample"), "comprehensiveness"] == 0.3
+    assert {"all_tokens", "random"} <= set(metrics.index.get_level_values("method"))
