@@ -41,8 +41,10 @@ def smoke_tracking_uri(tmp_path_factory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('smoke_mlflow') / 'mlflow.db'}"
 
 
-def run_smoke(pipeline_name: str, tracking_uri: str, extra_params: dict | None = None) -> None:
-    """`kedro run --pipeline <name> --env smoke` in a real Kedro session, MLflow to `tracking_uri`."""
+def run_smoke(pipeline_name: str, tracking_uri: str, extra_params: dict | None = None,
+              only_missing_outputs: bool = False) -> None:
+    """`kedro run --pipeline <name> --env smoke [--only-missing-outputs]` in a real Kedro session, MLflow to
+    `tracking_uri`."""
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
@@ -50,7 +52,7 @@ def run_smoke(pipeline_name: str, tracking_uri: str, extra_params: dict | None =
     with in_project_root():
         bootstrap_project(PROJECT_ROOT)
         with KedroSession.create(project_path=PROJECT_ROOT, env="smoke", runtime_params=params) as session:
-            session.run(pipeline_name=pipeline_name)
+            session.run(pipeline_name=pipeline_name, only_missing_outputs=only_missing_outputs)
 
 
 @pytest.fixture(scope="session")
