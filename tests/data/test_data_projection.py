@@ -83,3 +83,21 @@ def test_words_with_spaces_punctuation_or_no_subword(packaged_tokenizer, caplog)
 def test_max_length_below_three_is_rejected(packaged_tokenizer):
     with pytest.raises(ValueError, match="max_length must be at least 3"):
         project_to_subwords(_examples([(["cat"], [1])]), packaged_tokenizer, 2)
+
+
+def test_the_datasets_map_driver_equals_the_pandas_one(packaged_tokenizer, tmp_path):
+    """The data pipeline projects through `Dataset.map(batched=True)`; batches of 2 give what one call gives."""
+    import datasets
+
+    from learned_attribution.data.projection import project_dataset
+
+    rows = [(WORDS, [0, 1, 0, 1]), (["cat"], [1]), (["the", "cat"], None), (["good"] * 9, [1] * 9), (["\u200d"], [1])]
+    examples = _examples(rows, tmp_path)
+    expected = project_to_subwords(examples, packaged_tokenizer, max_length=6)
+    mapped = project_dataset(datasets.Dataset.from_pandas(examples, preserve_index=False), packaged_tokenizer,
+                             max_length=6, batch_size=2).to_pandas()
+    assert list(mapped.columns) == list(expected.columns)
+    for column in ("input_ids", "word_ids", "token_labels", "truncated"):
+        got = [None if v is None else list(v) if hasattr(v, "__len__") else v for v in mapped[column]]
+        want = [None if v is None else list(v) if hasattr(v, "__len__") else v for v in expected[column]]
+        assert got == want, column

@@ -1,7 +1,14 @@
-"""Word-to-subword label projection (SPEC §3)."""
+"""Word-to-subword label projection (SPEC §3).
+
+`project_batch` is the one implementation; `project_dataset` runs it over a Hugging Face `datasets.Dataset`
+with `Dataset.map(batched=True)` (the data pipeline's example tables, Arrow-backed), `project_to_subwords`
+over a pandas frame in one call (a handful of texts: the API, external rationale files).
+"""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Sequence
 
 import pandas as pd
 
@@ -10,49 +17,84 @@ logger = logging.getLogger(__name__)
 IGNORE = -100  # label of special tokens: excluded from every loss and metric
 
 
-def project_to_subwords(examples: pd.DataFrame, tokenizer, max_length: int) -> pd.DataFrame:
-    """Tokenise each example's words and give every subword its word's rationale label.
+@dataclass
+class ProjectionCounts:
+    """What projection lost, summed over batches (logged once at the end)."""
 
-    Adds `input_ids`, `word_ids` (word index per token, -1 for special tokens), `token_labels`
-    (0/1 per token, -100 for special tokens; null when the example has no rationale) and
-    `truncated`. Truncation keeps the first `max_length - 2` subwords, so every kept subword keeps
-    its own word's label.
-    """
+    n_examples: int = 0
+    n_truncated: int = 0
+    n_vanished: int = 0  # words without any subword token (e.g. a lone zero-width joiner)
+    n_vanished_positive: int = 0
+
+    def log(self, max_length: int) -> None:
+        if self.n_vanished:
+            logger.info("%d words (%d of them rationale words) have no subword token and no label", self.n_vanished,
+                        self.n_vanished_positive)
+        if self.n_truncated:
+            logger.info("%d of %d examples truncated to max_length=%d", self.n_truncated, self.n_examples, max_length)
+
+
+def _check(max_length: int) -> None:
     if max_length < 3:
         raise ValueError(f"parameter max_length must be at least 3, got {max_length}")
-    word_lists = list(examples["words"].map(list))
+
+
+def project_batch(words: Sequence[Sequence[str]], rationales: Sequence[Sequence[int] | None], tokenizer,
+                  max_length: int, counts: ProjectionCounts | None = None) -> dict[str, list]:
+    """Tokenise each example's words and give every subword its word's rationale label.
+
+    Returns the columns `input_ids`, `word_ids` (word index per token, -1 for special tokens),
+    `token_labels` (0/1 per token, -100 for special tokens; None when the example has no rationale) and
+    `truncated`. Truncation keeps the first `max_length - 2` subwords, so every kept subword keeps its own
+    word's label.
+    """
+    word_lists = [list(w) for w in words]
     encoded = tokenizer(word_lists, is_split_into_words=True, add_special_tokens=False)
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
-    input_ids, word_ids, token_labels, truncated = [], [], [], []
-    n_vanished = n_vanished_positive = 0
-    for index, rationale in enumerate(examples["word_rationale"]):
+    out: dict[str, list] = {"input_ids": [], "word_ids": [], "token_labels": [], "truncated": []}
+    counts = counts if counts is not None else ProjectionCounts()
+    keep = max_length - 2
+    for index, rationale in enumerate(rationales):
         ids = encoded["input_ids"][index]
-        words = encoded.word_ids(index)
-        keep = max_length - 2
+        word_ids = encoded.word_ids(index)
         was_truncated = len(ids) > keep
-        truncated.append(was_truncated)
-        ids, words = ids[:keep], words[:keep]
-        # Words the tokenizer turns into no token at all (e.g. a lone zero-width joiner) lose their label.
-        n_kept_words = words[-1] + 1 if was_truncated else len(word_lists[index])
-        vanished = set(range(n_kept_words)) - set(words)
-        n_vanished += len(vanished)
+        ids, word_ids = ids[:keep], word_ids[:keep]
+        n_kept_words = word_ids[-1] + 1 if was_truncated else len(word_lists[index])
+        vanished = set(range(n_kept_words)) - set(word_ids)
+        counts.n_vanished += len(vanished)
         if rationale is not None:
-            n_vanished_positive += sum(int(rationale[w]) for w in vanished)
-        input_ids.append([cls_id, *ids, sep_id])
-        word_ids.append([-1, *words, -1])
-        if rationale is None:
-            token_labels.append(None)
-        else:
-            token_labels.append([IGNORE, *(int(rationale[w]) for w in words), IGNORE])
-    projected = examples.copy()
-    projected["input_ids"] = input_ids
-    projected["word_ids"] = word_ids
-    projected["token_labels"] = token_labels
-    projected["truncated"] = truncated
-    if n_vanished:
-        logger.info("%d words (%d of them rationale words) have no subword token and no label", n_vanished,
-                    n_vanished_positive)
-    n_truncated = int(sum(truncated))
-    if n_truncated:
-        logger.info("%d of %d examples truncated to max_length=%d", n_truncated, len(examples), max_length)
+            counts.n_vanished_positive += sum(int(rationale[w]) for w in vanished)
+        out["input_ids"].append([cls_id, *ids, sep_id])
+        out["word_ids"].append([-1, *word_ids, -1])
+        out["token_labels"].append(None if rationale is None else [IGNORE, *(int(rationale[w]) for w in word_ids),
+                                                                   IGNORE])
+        out["truncated"].append(was_truncated)
+    counts.n_examples += len(word_lists)
+    counts.n_truncated += sum(out["truncated"])
+    return out
+
+
+def project_to_subwords(examples: pd.DataFrame, tokenizer, max_length: int) -> pd.DataFrame:
+    """`examples` (with `words` and `word_rationale`) plus the columns of `project_batch`."""
+    _check(max_length)
+    counts = ProjectionCounts()
+    columns = project_batch(list(examples["words"]), list(examples["word_rationale"]), tokenizer, max_length, counts)
+    counts.log(max_length)
+    return examples.assign(**columns)
+
+
+def project_dataset(examples, tokenizer, max_length: int, batch_size: int = 1000):
+    """`project_batch` over a `datasets.Dataset` (columns `words`, `word_rationale`) with
+    `Dataset.map(batched=True)`; returns the Dataset with the new columns (Arrow-backed, not copied into
+    Python objects between batches)."""
+    _check(max_length)
+    counts = ProjectionCounts()
+
+    def map_batch(batch: dict[str, list]) -> dict[str, list]:
+        return project_batch(batch["words"], batch["word_rationale"], tokenizer, max_length, counts)
+
+    # A fixed fingerprint: hashing the tokenizer for datasets' cache is slow and the result is never reused.
+    projected = examples.map(map_batch, batched=True, batch_size=batch_size, load_from_cache_file=False,
+                             new_fingerprint=f"projection-{max_length}", desc="word-to-subword projection")
+    counts.log(max_length)
     return projected

@@ -8,7 +8,7 @@ import pandas as pd
 
 from learned_attribution.data.cola import load_cola
 from learned_attribution.data.hatexplain import load_hatexplain
-from learned_attribution.data.projection import project_to_subwords
+from learned_attribution.data.projection import project_dataset
 from learned_attribution.data.schema import RawText
 from learned_attribution.data.sst import load_sst2
 from learned_attribution.models.encoder import load_tokenizer
@@ -52,9 +52,13 @@ def cap_examples(examples: pd.DataFrame, max_per_role: int | None, seed: int) ->
 
 def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_length: int,
                       max_per_role: int | None, seed: int) -> pd.DataFrame:
-    """Project word rationales onto the configured encoder's subword tokens (SPEC §3)."""
+    """Project word rationales onto the configured encoder's subword tokens (SPEC §3), as a Hugging Face
+    `datasets.Dataset` mapped in batches (`data.projection.project_dataset`)."""
+    import datasets
+
     tokenizer = load_tokenizer(encoder["name_or_path"])
-    return project_to_subwords(cap_examples(examples, max_per_role, seed), tokenizer, max_length)
+    table = datasets.Dataset.from_pandas(cap_examples(examples, max_per_role, seed), preserve_index=False)
+    return project_dataset(table, tokenizer, max_length).to_pandas()
 
 
 def build_data_report(hatexplain: pd.DataFrame, sst2: pd.DataFrame, cola: pd.DataFrame,

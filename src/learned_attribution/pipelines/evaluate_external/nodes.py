@@ -92,29 +92,74 @@ def parse_external_rationales(text: str, source: str, n_classes: int = 2) -> pd.
     project's example schema. Blank lines are skipped; any other bad line raises
     `ExternalRationaleError` naming `source` and the 1-based line number. Examples without an `id`
     get `line<N>`; ids must be unique."""
-    rows, first_line_of = [], {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ExternalRationaleError(f"{source}, line {number}: not valid JSON ({error.msg} at column "
-                                         f"{error.colno})") from None
+    def records():
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ExternalRationaleError(f"{source}, line {number}: not valid JSON ({error.msg} at column "
+                                             f"{error.colno})") from None
+
+    return _examples(records(), source, "line", n_classes)
+
+
+def _examples(records, source: str, unit: str, n_classes: int) -> pd.DataFrame:
+    """Validated (number, record) pairs -> the example schema; errors name `source` and `<unit> <number>`."""
+    rows, first_of = [], {}
+    for number, record in records:
         reason = parse_record(record, n_classes)
         if reason:
-            raise ExternalRationaleError(f"{source}, line {number}: {reason}")
-        example_id = str(record.get("id", f"line{number}"))
-        if example_id in first_line_of:
-            raise ExternalRationaleError(f"{source}, line {number}: id {example_id!r} already used on line "
-                                         f"{first_line_of[example_id]}; ids must be unique")
-        first_line_of[example_id] = number
+            raise ExternalRationaleError(f"{source}, {unit} {number}: {reason}")
+        example_id = str(record["id"]) if record.get("id") is not None else f"{unit}{number}"
+        if example_id in first_of:
+            raise ExternalRationaleError(f"{source}, {unit} {number}: id {example_id!r} already used on {unit} "
+                                         f"{first_of[example_id]}; ids must be unique")
+        first_of[example_id] = number
         rows.append({"example_id": example_id, "task": "external", "split": "external", "role": EXTERNAL_ROLE,
-                     "text": " ".join(record["words"]), "words": record["words"],
-                     "word_rationale": record["rationale"], "label": record["label"]})
+                     "text": " ".join(record["words"]), "words": list(record["words"]),
+                     "word_rationale": list(record["rationale"]), "label": record["label"]})
     if not rows:
         raise ExternalRationaleError(f"{source}: no examples (the file is empty or holds only blank lines)")
     return pd.DataFrame(rows, columns=EXAMPLE_COLUMNS)
+
+
+def load_datasets_rationales(path: Path, n_classes: int = 2) -> pd.DataFrame:
+    """A rationale set through Hugging Face `datasets`: a `save_to_disk` folder (`load_from_disk`, one split),
+    or a .csv / .parquet / .json file (`load_dataset(<format>, data_files=...)`). Rows need `words`,
+    `rationale` and `label` (optional `id`); in CSV, `words` and `rationale` are JSON lists in their cells.
+    Errors name the source and the row (1-based)."""
+    import datasets
+
+    source = str(path)
+    if path.is_dir():
+        loaded = datasets.load_from_disk(source)
+        if isinstance(loaded, datasets.DatasetDict):
+            if len(loaded) != 1:
+                raise ExternalRationaleError(f"{source}: a DatasetDict with splits {sorted(loaded)}; save the one "
+                                             "split to evaluate (`dataset[split].save_to_disk(...)`)")
+            loaded = next(iter(loaded.values()))
+    else:
+        builder = {".csv": "csv", ".parquet": "parquet", ".json": "json"}.get(path.suffix)
+        if builder is None:
+            raise ExternalRationaleError(f"{source}: unknown format {path.suffix!r}; use .jsonl, .json, .csv, "
+                                         ".parquet or a datasets save_to_disk folder")
+        loaded = datasets.load_dataset(builder, data_files=source, split="train")
+
+    def records():
+        for number, record in enumerate(loaded, start=1):
+            record = dict(record)
+            for key in ("words", "rationale"):
+                if isinstance(record.get(key), str):
+                    try:
+                        record[key] = json.loads(record[key])
+                    except json.JSONDecodeError:
+                        raise ExternalRationaleError(f"{source}, row {number}: '{key}' is text that is not a JSON "
+                                                     "list") from None
+            yield number, record
+
+    return _examples(records(), source, "row", n_classes)
 
 
 def read_external_rationales(settings: dict[str, Any]) -> pd.DataFrame:
@@ -122,10 +167,13 @@ def read_external_rationales(settings: dict[str, Any]) -> pd.DataFrame:
     the project root), parsed and validated."""
     settings = external_settings(settings)
     path = Path(settings["file"])
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"parameter evaluate_external.file: no such file {path} "
                                 f"(working directory {Path.cwd()})")
-    examples = parse_external_rationales(path.read_text(encoding="utf-8"), str(path))
+    if path.is_file() and path.suffix == ".jsonl":
+        examples = parse_external_rationales(path.read_text(encoding="utf-8"), str(path))
+    else:
+        examples = load_datasets_rationales(path)
     n_empty = int(examples["word_rationale"].map(lambda r: sum(r) == 0).sum())
     logger.info("%s: %d examples, %d of them with no rationale word", path, len(examples), n_empty)
     return examples
