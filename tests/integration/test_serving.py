@@ -71,7 +71,9 @@ def test_mlflow_models_serve_answers_a_real_request(smoke_crosstask_run, smoke_t
     name = "crosstask-smoke-heldout_sst2"
     port = free_port()
     mlflow_cli = Path(sys.executable).with_name("mlflow")
-    env = {**os.environ, "MLFLOW_TRACKING_URI": smoke_tracking_uri, "LEARNED_ATTRIBUTION_DEVICE": "cpu"}
+    # `mlflow models serve` starts uvicorn from PATH: the virtual environment's bin must be on it.
+    env = {**os.environ, "MLFLOW_TRACKING_URI": smoke_tracking_uri, "LEARNED_ATTRIBUTION_DEVICE": "cpu",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     log = open(tmp_path / "serve.log", "w")
     server = subprocess.Popen([str(mlflow_cli), "models", "serve", "-m", f"models:/{name}/{latest_version(client, name)}",
                                "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
