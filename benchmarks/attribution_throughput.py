@@ -156,9 +156,8 @@ def api_steps(explainer, method: str, variant, examples: pd.DataFrame, batch_ind
 
     def step_for(indices) -> Step:
         def run() -> int:
-            if variant is not None:
-                explainer.learned["expnet_plus"] = variant
-                explainer._explainers.pop("expnet_plus", None)
+            if variant is not None:  # the fold's ExpNet+ explainer, applying this variant's network
+                explainer.learned["expnet_plus"] = explainer.explainer("expnet_plus").model = variant
             explainer.explain([word_lists[i] for i in indices], methods=[method], batch_size=len(indices))
             return len(indices)
         return run

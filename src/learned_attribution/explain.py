@@ -191,6 +191,7 @@ class FoldExplainer:
         self.rho = float(self.card["rho"])
         self.layer = int(self.card.get("layer", context.get("layer", -1)))
         self._explainers: dict[str, Explainer] = {}
+        self._continuation_ids = continuation_token_ids(classifier.tokenizer)  # a scan of the vocabulary: once
 
     @classmethod
     def from_fold(cls, fold: str | Path, classifier: str | Path | TrainedClassifier | None = None,
@@ -226,7 +227,7 @@ class FoldExplainer:
             if method == "expnet_plus":
                 self._explainers[method] = build_explainer(
                     method, model=self.learned[method], layer=self.layer,
-                    continuation_ids=continuation_token_ids(self.classifier.tokenizer))
+                    continuation_ids=self._continuation_ids)
             elif method == "expnet_paper":
                 self._explainers[method] = build_explainer(method, training=self.learned[method], layer=self.layer)
             else:

@@ -91,7 +91,9 @@ def test_the_datasets_map_driver_equals_the_pandas_one(packaged_tokenizer, tmp_p
 
     from learned_attribution.data.projection import project_dataset
 
-    rows = [(WORDS, [0, 1, 0, 1]), (["cat"], [1]), (["the", "cat"], None), (["good"] * 9, [1] * 9), (["\u200d"], [1])]
+    # The first batch has no rationale at all (only null token labels), the others mix.
+    rows = [(["the", "cat"], None), (["good"], None), (WORDS, [0, 1, 0, 1]), (["cat"], [1]), (["the", "cat"], None),
+            (["good"] * 9, [1] * 9), (["\u200d"], [1])]
     examples = _examples(rows, tmp_path)
     expected = project_to_subwords(examples, packaged_tokenizer, max_length=6)
     mapped = project_dataset(datasets.Dataset.from_pandas(examples, preserve_index=False), packaged_tokenizer,

@@ -93,8 +93,15 @@ def project_dataset(examples, tokenizer, max_length: int, batch_size: int = 1000
     def map_batch(batch: dict[str, list]) -> dict[str, list]:
         return project_batch(batch["words"], batch["word_rationale"], tokenizer, max_length, counts)
 
+    import datasets
+
+    # Declared, not inferred per batch: a batch of examples without rationales has only null token labels.
+    ids = datasets.List(datasets.Value("int64"))
+    features = datasets.Features({**examples.features, "input_ids": ids, "word_ids": ids, "token_labels": ids,
+                                  "truncated": datasets.Value("bool")})
     # A fixed fingerprint: hashing the tokenizer for datasets' cache is slow and the result is never reused.
     projected = examples.map(map_batch, batched=True, batch_size=batch_size, load_from_cache_file=False,
-                             new_fingerprint=f"projection-{max_length}", desc="word-to-subword projection")
+                             features=features, new_fingerprint=f"projection-{max_length}",
+                             desc="word-to-subword projection")
     counts.log(max_length)
     return projected

@@ -79,6 +79,9 @@ def iter_batches(ids: Sequence[Sequence[int]], batch_size: int) -> Iterator[list
 def eval_mode(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
     """Run `model` in eval mode (no dropout, so outputs and attributions are deterministic), restoring its mode after."""
     was_training = model.training
+    if not was_training:  # already in eval mode: skip the walk over every submodule (measurable per batch)
+        yield model
+        return
     model.eval()
     try:
         yield model
