@@ -5,6 +5,11 @@ from pathlib import Path
 from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
+from kedro_datasets.json import JSONDataset
+from kedro_datasets.matplotlib import MatplotlibDataset
+from kedro_datasets.pandas import CSVDataset, ParquetDataset
+from kedro_datasets.partitions import PartitionedDataset
+from kedro_datasets.text import TextDataset
 
 from learned_attribution.data.schema import RawText
 
@@ -137,7 +142,23 @@ def partial_name(path: Path) -> Path:
     return path.with_name(f"{path.stem}.partial{path.suffix}")
 
 
-class _AtomicFileMixin:
+class _FlatInitArgs:
+    """Kedro records a dataset's constructor arguments for `catalog.to_config()`; on a subclass of a kedro-datasets
+    class it wraps the parent's already wrapped `__init__` and records `{"args": (), "kwargs": {...}}`. Keep them
+    flat, as for the parent, so `to_config()` (the notebook, kedro-viz) sees `filepath` and friends."""
+
+    @property
+    def _init_args(self) -> dict:
+        return self.__dict__.get("_flat_init_args", {})
+
+    @_init_args.setter
+    def _init_args(self, value: dict) -> None:
+        if set(value) - {"self"} == {"args", "kwargs"} and not value["args"]:
+            value = dict(value["kwargs"])
+        self.__dict__["_flat_init_args"] = value
+
+
+class _AtomicFileMixin(_FlatInitArgs):
     """Write to `partial_name(filepath)`, then `os.replace` it onto the file (atomic on one filesystem)."""
 
     def save(self, data) -> None:
@@ -153,31 +174,27 @@ class _AtomicFileMixin:
             self._invalidate_cache()
 
 
-def _atomic(base: type) -> type:
-    return type(f"Atomic{base.__name__}", (_AtomicFileMixin, base),
-                {"__doc__": f"`{base.__module__}.{base.__name__}`, written atomically (complete or absent)."})
+class AtomicCSVDataset(_AtomicFileMixin, CSVDataset):
+    """`pandas.CSVDataset`, written atomically (complete or absent)."""
 
 
-def _dataset_types():
-    from kedro_datasets.json import JSONDataset
-    from kedro_datasets.matplotlib import MatplotlibDataset
-    from kedro_datasets.pandas import CSVDataset, ParquetDataset
-    from kedro_datasets.text import TextDataset
-
-    return CSVDataset, ParquetDataset, JSONDataset, TextDataset, MatplotlibDataset
+class AtomicParquetDataset(_AtomicFileMixin, ParquetDataset):
+    """`pandas.ParquetDataset`, written atomically (complete or absent)."""
 
 
-AtomicCSVDataset, AtomicParquetDataset, AtomicJSONDataset, AtomicTextDataset, AtomicMatplotlibDataset = (
-    _atomic(base) for base in _dataset_types())
+class AtomicJSONDataset(_AtomicFileMixin, JSONDataset):
+    """`json.JSONDataset`, written atomically (complete or absent)."""
 
 
-def _partitioned_base():
-    from kedro_datasets.partitions import PartitionedDataset
-
-    return PartitionedDataset
+class AtomicTextDataset(_AtomicFileMixin, TextDataset):
+    """`text.TextDataset`, written atomically (complete or absent)."""
 
 
-class AtomicPartitionedDataset(_partitioned_base()):
+class AtomicMatplotlibDataset(_AtomicFileMixin, MatplotlibDataset):
+    """`matplotlib.MatplotlibDataset` (one figure), written atomically (complete or absent)."""
+
+
+class AtomicPartitionedDataset(_FlatInitArgs, PartitionedDataset):
     """A PartitionedDataset whose parts are written into `<path>.partial/`, renamed to `<path>` only when every
     part is written: a crash mid-way (e.g. 1 of 4 feature parts) leaves no folder, so the node is rerun instead
     of being skipped with a quarter of its rows."""

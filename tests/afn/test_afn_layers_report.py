@@ -93,7 +93,8 @@ def test_report_states_numbers_and_failed_claims(strengths):
 def test_catalog_writes_the_plots_the_report_links():
     catalog = yaml.safe_load((PROJECT / "conf/base/catalog_afn.yml").read_text())
     report = catalog["afn_report"]["filepath"]
-    plot_paths = {entry["filepath"] for entry in catalog.values() if entry["type"] == "matplotlib.MatplotlibDataset"}
+    plot_paths = {entry["filepath"] for entry in catalog.values()
+                  if entry["type"] == "learned_attribution.datasets.AtomicMatplotlibDataset"}
     report_dir = report.rsplit("/", 1)[0]
     assert plot_paths == {f"{report_dir}/{path}" for path in PLOT_FILES.values()}
 
