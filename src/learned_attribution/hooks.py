@@ -1,4 +1,6 @@
-"""MLflow tracking: one parent run per `kedro run` and one child run per held-out fold.
+"""MLflow tracking: one parent run per `kedro run` that fine-tunes classifiers or runs folds, and one child
+run per held-out fold (metrics, curves, artifacts, the fold's registered pyfunc model). Store checks,
+guarded logging and stale-run clean-up live in `tracking.py`.
 
 Folds of the namespaced pipelines run interleaved, so nothing here uses MLflow's fluent "active
 run": every call names its run id explicitly through `MlflowClient`.
