@@ -6,4 +6,5 @@ from learned_attribution.hooks import MlflowFoldRunsHook
 HOOKS = (MlflowFoldRunsHook(),)
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
-CONFIG_LOADER_ARGS = {"base_env": "base", "default_run_env": "local"}
+# Parameters merge softly: an environment (conf/smoke) overrides only the keys it names.
+CONFIG_LOADER_ARGS = {"base_env": "base", "default_run_env": "local", "merge_strategy": {"parameters": "soft"}}

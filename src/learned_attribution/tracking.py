@@ -31,9 +31,25 @@ def resolve_tracking_uri(configured: str | None) -> str:
 
 
 def _sqlite_path(uri: str) -> Path | None:
-    if urlparse(uri).scheme != "sqlite":
+    """The database file of a `sqlite:///path` or `sqlite:///file:path?mode=...&uri=true` URI."""
+    if urlparse(uri).scheme != "sqlite" or not uri.startswith("sqlite:///"):
         return None
-    return Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
+    path = uri[len("sqlite:///"):].split("?", 1)[0]
+    return Path(path.removeprefix("file:"))
+
+
+def _probe_sqlite_write(uri: str) -> None:
+    """Create a table inside a transaction and roll it back: fails on a read-only store, leaves nothing."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(uri)
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("BEGIN")
+            connection.exec_driver_sql("CREATE TABLE learned_attribution_write_probe (x INTEGER)")
+            connection.exec_driver_sql("ROLLBACK")
+    finally:
+        engine.dispose()
 
 
 def check_store(uri: str) -> None:
@@ -53,6 +69,8 @@ def check_store(uri: str) -> None:
             raise TrackingStoreError(f"{PARAMETER}={uri}: {target} is not writable")
     try:
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        if database is not None:
+            _probe_sqlite_write(uri)
     except Exception as error:  # noqa: BLE001 - any store failure becomes one clear line
         first = str(error).strip().splitlines()[0][:300] if str(error).strip() else type(error).__name__
         raise TrackingStoreError(f"{PARAMETER}={uri}: the MLflow store cannot be used ({type(error).__name__}: "

@@ -88,3 +88,16 @@ def test_training_histories_become_step_metrics_and_raw_files_inputs_with_their_
     assert logged.dataset.name == "raw_train" and logged.dataset.digest == sha[:32]
     assert {t.key: t.value for t in logged.tags}["sha256"] == sha and str(raw) in logged.dataset.source
     assert tracking.git_commit(tmp_path) is None
+
+
+def test_a_read_only_store_is_refused_at_the_start(tmp_path):
+    """A store that reads but cannot be written (here a SQLite connection opened read-only; file permissions do
+    not stop root) fails the start-up check, in one line, instead of failing at the first run it creates."""
+    database = tmp_path / "m.db"
+    tracking.check_store(f"sqlite:///{database}")  # creates the store
+    read_only = f"sqlite:///file:{database}?mode=ro&uri=true"
+    MlflowClient(read_only).search_experiments()  # it reads
+    with pytest.raises(tracking.TrackingStoreError, match=r"^mlflow.tracking_uri=sqlite:///file:.*m.db\?mode=ro.*: the "
+                                                          r"MLflow store cannot be used \(.*readonly database") as error:
+        tracking.check_store(read_only)
+    assert "\n" not in str(error.value)

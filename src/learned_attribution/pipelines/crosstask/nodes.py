@@ -37,17 +37,17 @@ def _explainer_tokens(features: pd.DataFrame, role: str) -> pd.DataFrame:
     return kept
 
 
-def _context(classifier: TrainedClassifier, training_tasks: list[str], rho: float, params: dict[str, Any],
+def _context(classifier: TrainedClassifier, training_tasks: list[str], rho: float, layer: int,
              encoder: dict[str, Any], max_length: int, fold: str) -> dict:
     from learned_attribution.models.artifacts import explainer_context
 
     return explainer_context(classifier.model, classifier.tokenizer, fold=fold,
                              held_out_task=fold.removeprefix("heldout_"), training_tasks=sorted(training_tasks),
-                             encoder=encoder["name_or_path"], layer=params["layer"], rho=rho, max_length=max_length)
+                             encoder=encoder["name_or_path"], layer=layer, rho=rho, max_length=max_length)
 
 
 def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Callable], classifier: TrainedClassifier,
-                      params: dict[str, Any], encoder: dict[str, Any], max_length: int, seed: int, *,
+                      expnet: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int, *,
                       fold: str) -> tuple[ExpNetTraining, pd.DataFrame, dict[str, float]]:
     """Train ExpNet on the two training tasks' rationale_train tokens (correct predictions only),
     stop early on their rationale_val tokens, calibrate a threshold there, and fix the top-k budget
@@ -64,7 +64,7 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
             rows = table[table["role"] == role]
             logger.info("%s %s: %d of %d examples predicted correctly and kept for ExpNet", task, role,
                         rows.loc[rows["correct"], "example_id"].nunique(), rows["example_id"].nunique())
-    config = ExpNetConfig(**params["expnet"], seed=seed)
+    config = ExpNetConfig(**expnet, seed=seed)
     training = train_expnet(train[names].to_numpy(np.float32), train["token_label"].to_numpy(np.float32),
                             val[names].to_numpy(np.float32), val["token_label"].to_numpy(np.float32), config)
     val_probabilities = training.predict(val[names].to_numpy(np.float32))
@@ -73,7 +73,7 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
                                                         [g["token_label"].to_numpy() for _, g in grouped])
     training.threshold = config.threshold
     densities = train.groupby("task")["token_label"].mean()
-    training.context = _context(classifier, list(densities.index), float(densities.mean()), params, encoder,
+    training.context = _context(classifier, list(densities.index), float(densities.mean()), layer, encoder,
                                 max_length, fold)
     budget = {"rho": float(densities.mean()), "threshold": config.threshold,
               "calibrated_threshold": training.calibrated_threshold,
@@ -93,9 +93,10 @@ def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, ex
 
 
 def fold_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
-                      params: dict[str, Any]) -> pd.DataFrame:
-    """ERASER comprehensiveness and sufficiency (AOPC) of every method on the seeded sample."""
-    return sample_faithfulness(classifier, token_scores, predictions, params["faithfulness"])
+                      settings: dict[str, Any]) -> pd.DataFrame:
+    """ERASER comprehensiveness and sufficiency (AOPC) of every method on the seeded sample
+    (`settings`: `crosstask.faithfulness`)."""
+    return sample_faithfulness(classifier, token_scores, predictions, settings)
 
 
 def score_fold(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
@@ -139,16 +140,17 @@ def heatmaps(token_scores: pd.DataFrame, predictions: pd.DataFrame, metrics: pd.
                         examples, methods)
 
 
-def fold_card(fold_metrics: pd.DataFrame, budget: dict[str, float], params: dict[str, Any], *, fold: str) -> dict:
+def fold_card(fold_metrics: pd.DataFrame, budget: dict[str, float], baselines: dict[str, Any], layer: int, *,
+              fold: str) -> dict:
     """What applying the fold's explainers to new text needs besides their weights (read by
     `learned_attribution.explain`): the best baseline (AUROC, among methods run on every example) with every
     baseline's settings, the matched budget rho and the attention layer."""
-    baselines = matched_baselines(fold_metrics)
+    ranked = matched_baselines(fold_metrics)
     best = best_baseline(fold_metrics) or "saliency"
     return {"fold": fold, "held_out_task": fold.removeprefix("heldout_"), "best_baseline": best,
-            "best_baseline_auroc": float(baselines["auroc"].max()) if len(baselines) else None,
-            "baselines": {name: dict(settings or {}) for name, settings in params["baselines"].items()},
-            "rho": float(budget["rho"]), "layer": int(params["layer"])}
+            "best_baseline_auroc": float(ranked["auroc"].max()) if len(ranked) else None,
+            "baselines": {name: dict(settings or {}) for name, settings in baselines.items()},
+            "rho": float(budget["rho"]), "layer": int(layer)}
 
 
 def combine_folds(*fold_metrics: pd.DataFrame) -> pd.DataFrame:
@@ -222,12 +224,16 @@ def _signal_tables(signals: dict[str, Callable]) -> dict[str, pd.DataFrame]:
             "unlabeled": table.drop(columns=["token_label"])}
 
 
-def _expnet_plus_setup(signals: dict[str, Callable], params: dict[str, Any], seed: int):
+def _expnet_plus_setup(signals: dict[str, Callable], settings: dict[str, Any], seed: int):
     from learned_attribution.models.expnet_plus import TrainingSettings, Variant
     from learned_attribution.models.signals import FEATURE_SETS, columns_for
 
-    settings = params["expnet_plus"]
-    variants = [Variant.from_params(name, spec or {}) for name, spec in settings["variants"].items()]
+    candidates = settings.get("candidates") or list(settings["variants"])
+    unknown = [name for name in candidates if name not in settings["variants"]]
+    if unknown:
+        raise ValueError(f"parameter crosstask.expnet_plus.candidates names unknown variants {unknown}; defined: "
+                         f"{sorted(settings['variants'])}")
+    variants = [Variant.from_params(name, settings["variants"][name] or {}) for name in candidates]
     first = next(iter(signals.values()))()
     n_heads = sum(c.startswith("cls_to_tok_h") for c in first.columns)
     n_layers = sum(c.startswith("raw_attention_l") for c in first.columns)
@@ -239,12 +245,12 @@ def _expnet_plus_setup(signals: dict[str, Callable], params: dict[str, Any], see
 
 
 def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callable], budget: dict[str, float],
-                       params: dict[str, Any], seed: int) -> pd.DataFrame:
+                       expnet_plus: dict[str, Any], seed: int) -> pd.DataFrame:
     """Leave-one-training-task-out validation of every ExpNet+ variant on the fold's two training tasks
     (the held-out task is not an input of this node); the best mean validation AUROC is chosen."""
     from learned_attribution.models.expnet_plus import select_variant
 
-    variants, columns, n_heads, settings = _expnet_plus_setup(signals_a, params, seed)
+    variants, columns, n_heads, settings = _expnet_plus_setup(signals_a, expnet_plus, seed)
     tables = {}
     for signals in (signals_a, signals_b):
         parts = _signal_tables(signals)
@@ -258,20 +264,20 @@ def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Call
 
 def fit_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callable],
                     signals_heldout: dict[str, Callable], classifier: TrainedClassifier, budget: dict[str, float],
-                    params: dict[str, Any], encoder: dict[str, Any], max_length: int, seed: int, *,
+                    expnet_plus: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int, *,
                     fold: str) -> dict:
     """Every ExpNet+ variant retrained on both training tasks (early stopping on their validation rows)
     for the held-out classifier, whose signals enter unlabeled (its token labels are dropped here; the
     `classifier` is only read for its shape, recorded in each saved variant's config)."""
     from learned_attribution.models.expnet_plus import fit_variant
 
-    variants, columns, n_heads, settings = _expnet_plus_setup(signals_a, params, seed)
+    variants, columns, n_heads, settings = _expnet_plus_setup(signals_a, expnet_plus, seed)
     parts = [_signal_tables(s) for s in (signals_a, signals_b)]
     train = pd.concat([p["train"] for p in parts], ignore_index=True)
     val = pd.concat([p["val"] for p in parts], ignore_index=True)
     target = _feature_table(signals_heldout).drop(columns=["token_label"])
     stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
-    context = _context(classifier, sorted(train["task"].unique()), budget["rho"], params, encoder, max_length, fold)
+    context = _context(classifier, sorted(train["task"].unique()), budget["rho"], layer, encoder, max_length, fold)
     models = {}
     for variant in variants:
         models[variant.name] = fit_variant(variant, train, val, target, stats, columns[variant.name], budget["rho"],
