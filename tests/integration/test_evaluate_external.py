@@ -178,7 +178,10 @@ def test_evaluate_external_on_smoke_writes_the_metrics_table_and_one_mlflow_run(
 
     from kedro.config import OmegaConfigLoader
 
-    smoke_params = OmegaConfigLoader(str(PROJECT_ROOT / "conf"), env="smoke", base_env="base")["parameters"]
+    from learned_attribution.settings import CONFIG_LOADER_ARGS
+
+    # The project's loader settings: parameters merge softly (smoke names only what differs).
+    smoke_params = OmegaConfigLoader(str(PROJECT_ROOT / "conf"), env="smoke", **CONFIG_LOADER_ARGS)["parameters"]
     crosstask = smoke_params["crosstask"]
     assert metrics.columns.tolist() == [*METRIC_COLUMNS, "classifier_task", "file"]
     assert set(metrics["fold"]) == {"heldout_sst2"} and set(metrics["held_out_task"]) == {"external"}
