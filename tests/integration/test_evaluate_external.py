@@ -212,5 +212,8 @@ def test_evaluate_external_on_smoke_writes_the_metrics_table_and_one_mlflow_run(
     for key in ("expnet_plus/matched/all/auroc", "expnet_paper/own/all/f1", "gae/own/all/f1", "all_tokens/own/all/f1"):
         assert run.data.metrics[key] == pytest.approx(expected[key])
     assert run.data.metrics["examples/in_file"] == 30
+    assert len(run.data.tags["mlflow.source.git.commit"]) == 40
+    [logged] = client.get_run(run.info.run_id).inputs.dataset_inputs
+    assert logged.dataset.name == "external_rationales" and str(source.resolve()) in logged.dataset.source
     assert {"external_metrics.csv", "metrics.png", "explain_failures.csv", "explain_cost.csv"} <= {
         artifact.path for artifact in client.list_artifacts(run.info.run_id)}

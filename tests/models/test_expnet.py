@@ -50,3 +50,17 @@ def test_calibrated_threshold_maximises_validation_f1():
     gold = [np.array([1, 1, 0, 0]), np.array([0, 1, 0])]
     threshold = calibrate_threshold(probabilities, gold)
     assert 0.1 < threshold <= 0.3
+
+
+def test_a_training_task_without_token_rows_stops_the_fold():
+    """Incomplete features (e.g. a resumed run that kept a part) must not train a fold on one task silently."""
+    import pandas as pd
+
+    from learned_attribution.pipelines.crosstask.nodes import _explainer_tokens
+
+    rows = pd.DataFrame({"task": ["cola"] * 3, "example_id": ["a", "a", "b"], "role": ["rationale_val"] * 3,
+                         "correct": [True, True, False], "token_label": [0, 1, 1]})
+    assert _explainer_tokens(rows, "rationale_val")["example_id"].tolist() == ["a", "a"]
+    with pytest.raises(ValueError, match="cola contributes no rationale_train token rows .* rerun `kedro run "
+                                         "--pipeline classifiers`"):
+        _explainer_tokens(rows, "rationale_train")

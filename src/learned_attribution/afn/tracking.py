@@ -68,7 +68,9 @@ def log_afn_run(tracking_uri: str, experiment: str, params: Mapping, metrics: Ma
     experiment_id = tracking.experiment_id(
         client, experiment, artifact_location or default_artifact_location(tracking_uri, experiment))
     tracking.end_stale_runs(client, experiment_id)
-    run_id = client.create_run(experiment_id, run_name=run_name, tags=tracking.process_tags()).info.run_id
+    commit = tracking.git_commit(Path.cwd())
+    tags = {**tracking.process_tags(), **({"mlflow.source.git.commit": commit} if commit else {})}
+    run_id = client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
     try:
         now = int(time.time() * 1000)
         param_list = [Param(key, str(value)[:_MAX_PARAM_LENGTH]) for key, value in flatten(params).items()]

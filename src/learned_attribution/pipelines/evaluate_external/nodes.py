@@ -327,6 +327,11 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
     run_id = client.create_run(experiment_id, run_name=f"{Path(file).stem}: {task} classifier, {fold} ExpNet",
                                tags={"file": file, "classifier_task": task, "expnet_fold": fold,
                                      **tracking.process_tags()}).info.run_id
+    commit = tracking.git_commit(Path.cwd())
+    if commit:
+        client.set_tag(run_id, "mlflow.source.git.commit", commit)
+    if Path(file).is_file():  # the rationale file with its SHA-256 (a datasets folder is named by the param)
+        client.log_inputs(run_id, tracking.raw_file_inputs({"external_rationales": file}))
     try:
         with_rationale = predictions["token_labels"].map(lambda labels: int((np.asarray(labels) == 1).sum()) > 0)
         params = {"file": file, "file_resolved": str(Path(file).resolve()), "classifier_task": task,
