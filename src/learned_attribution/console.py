@@ -9,13 +9,13 @@ import argparse
 import csv
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from learned_attribution.atomic import write_text_atomically
 from learned_attribution.explain import DEFAULT_MODELS_DIR, ExplainInputError, FoldExplainer
 from learned_attribution.tasks import FOLDS
 
@@ -96,12 +96,6 @@ def read_inputs(path: str | Path, text_column: str = "text") -> tuple[list[str |
     return texts, ids
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
-
-
 def explain_command(args: argparse.Namespace) -> int:
     if bool(args.texts) == bool(args.input):
         raise ExplainInputError("give either TEXT arguments or --input FILE (not both, not neither)")
@@ -119,14 +113,14 @@ def explain_command(args: argparse.Namespace) -> int:
                                          progress=progress)
     lines = "".join(json.dumps(e.record(), ensure_ascii=False) + "\n" for e in explanations)
     if args.output:
-        _atomic_write(Path(args.output), lines)
+        write_text_atomically(Path(args.output), lines)
     else:
         sys.stdout.write(lines)
     if args.html:
         from learned_attribution.reporting import explanation_page
 
         title = f"{explainer.folder.name}: explanations of the {args.classifier or explainer.card['held_out_task']} classifier"
-        _atomic_write(Path(args.html), explanation_page(title, explanations, methods))
+        write_text_atomically(Path(args.html), explanation_page(title, explanations, methods))
     written = [str(p) for p in (args.output, args.html) if p]
     if written:
         print(f"explained {len(explanations)} texts with {', '.join(methods)}: wrote {', '.join(written)}",

@@ -11,6 +11,7 @@ from kedro_datasets.pandas import CSVDataset, ParquetDataset
 from kedro_datasets.partitions import PartitionedDataset
 from kedro_datasets.text import TextDataset
 
+from learned_attribution.atomic import atomic_folder, partial_name
 from learned_attribution.data.schema import RawText
 
 
@@ -71,15 +72,10 @@ class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier])
         return TrainedClassifier(model, AutoTokenizer.from_pretrained(self._filepath))
 
     def save(self, data: TrainedClassifier) -> None:
-        # Write to a sibling folder, then swap, so a crash never leaves a half-written model behind.
-        partial = self._filepath.with_name(self._filepath.name + ".partial")
-        data.model.save_pretrained(partial)
-        data.tokenizer.save_pretrained(partial)
-        if self._filepath.exists():
-            import shutil
-
-            shutil.rmtree(self._filepath)
-        partial.rename(self._filepath)
+        # Written to a sibling folder, then swapped in: a crash never leaves a half-written model behind.
+        with atomic_folder(self._filepath) as partial:
+            data.model.save_pretrained(partial)
+            data.tokenizer.save_pretrained(partial)
 
     @property
     def path(self) -> Path:
@@ -136,11 +132,6 @@ class LearnedExplainerDataset(AbstractDataset):
 # Complete or absent: every output that `kedro run --only-missing-outputs` may skip is written under a
 # temporary name and renamed into place, so a crash leaves the previous output or none, never half of one.
 # ----------------------------------------------------------------------------------------------------
-
-def partial_name(path: Path) -> Path:
-    """`x.parquet` -> `x.partial.parquet` (the suffix stays last: matplotlib and pandas read the format from it)."""
-    return path.with_name(f"{path.stem}.partial{path.suffix}")
-
 
 class _FlatInitArgs:
     """Kedro records a dataset's constructor arguments for `catalog.to_config()`; on a subclass of a kedro-datasets
@@ -200,18 +191,12 @@ class AtomicPartitionedDataset(_FlatInitArgs, PartitionedDataset):
     of being skipped with a quarter of its rows."""
 
     def save(self, data: dict[str, Any]) -> None:
-        import shutil
-
-        final = Path(self._path)
-        partial = final.with_name(final.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        self._path = str(partial)
-        try:
-            super().save(data)
-        finally:
-            self._path = str(final)
-            self._invalidate_caches()
-        if final.exists():
-            shutil.rmtree(final)
-        partial.rename(final)
+        final = self._path
+        with atomic_folder(final) as partial:
+            self._path = str(partial)
+            try:
+                super().save(data)
+            finally:
+                self._path = final
+                self._invalidate_caches()
         self._invalidate_caches()

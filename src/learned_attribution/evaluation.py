@@ -205,6 +205,17 @@ def expensive_sample(examples: pd.DataFrame, size: int | None, seed: int) -> lis
     return ids.sample(n=size, random_state=seed).tolist()
 
 
+def method_explainer(name: str, *, expnet, expnet_plus, layer: int, continuation_ids: torch.Tensor,
+                     settings: dict[str, Any] | None = None) -> Explainer:
+    """The explainer registered as `name`: the fold's ExpNet+ or paper's ExpNet reading `layer`, or a baseline
+    built with its `settings`."""
+    if name == "expnet_plus":
+        return build_explainer(name, model=expnet_plus, layer=layer, continuation_ids=continuation_ids)
+    if name == "expnet_paper":
+        return build_explainer(name, training=expnet, layer=layer)
+    return build_explainer(name, **(settings or {}))
+
+
 def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_plus, params: dict[str, Any],
                           seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ExpNet+, the paper's ExpNet and every baseline of `params["baselines"]` on the rationale test examples
@@ -219,13 +230,10 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
     unknown = set(params["expensive"]) - set(params["baselines"])
     if unknown:
         raise ValueError(f"parameter crosstask.expensive names methods that are not in crosstask.baselines: {sorted(unknown)}")
-    explainers = {
-        "expnet_plus": build_explainer("expnet_plus", model=expnet_plus, layer=params["layer"],
-                                       continuation_ids=continuation_token_ids(classifier.tokenizer)),
-        "expnet_paper": build_explainer("expnet_paper", training=expnet, layer=params["layer"]),
-    }
-    for name, settings in params["baselines"].items():
-        explainers[name] = build_explainer(name, **(settings or {}))
+    continuation = continuation_token_ids(classifier.tokenizer)
+    explainers = {name: method_explainer(name, expnet=expnet, expnet_plus=expnet_plus, layer=params["layer"],
+                                         continuation_ids=continuation, settings=params["baselines"].get(name))
+                  for name in ["expnet_plus", "expnet_paper", *params["baselines"]]}
     cheap = {n: e for n, e in explainers.items() if n not in params["expensive"]}
     costly = {n: e for n, e in explainers.items() if n in params["expensive"]}
     runs = [explain_examples(classifier.model, classifier.tokenizer, examples, cheap, params["batch_size"])]

@@ -38,12 +38,11 @@ import torch
 
 from learned_attribution.data.projection import project_to_subwords
 from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.explainers import EXPLAINERS, Explainer, build_explainer
-from learned_attribution.explainers.base import make_batch
+from learned_attribution.evaluation import make_batch, method_explainer
+from learned_attribution.explainers import EXPLAINERS, Explainer
 from learned_attribution.metrics.plausibility import budget_k, threshold_mask, top_k_mask
 from learned_attribution.models import artifacts
-from learned_attribution.models.features import frame_token_ids
-from learned_attribution.models.runner import eval_mode, iter_batches, predict_proba, resolve_device
+from learned_attribution.models.runner import iter_batches, predict_proba, resolve_device
 from learned_attribution.models.signals import continuation_token_ids
 from learned_attribution.tasks import FOLD_PREFIX, FOLDS, TASKS
 
@@ -224,14 +223,9 @@ class FoldExplainer:
         if method not in self.methods:
             raise ExplainInputError(f"unknown method {method!r}; available: {self.methods}")
         if method not in self._explainers:
-            if method == "expnet_plus":
-                self._explainers[method] = build_explainer(
-                    method, model=self.learned[method], layer=self.layer,
-                    continuation_ids=self._continuation_ids)
-            elif method == "expnet_paper":
-                self._explainers[method] = build_explainer(method, training=self.learned[method], layer=self.layer)
-            else:
-                self._explainers[method] = build_explainer(method, **self.card.get("baselines", {}).get(method, {}))
+            self._explainers[method] = method_explainer(
+                method, expnet=self.learned["expnet_paper"], expnet_plus=self.learned["expnet_plus"], layer=self.layer,
+                continuation_ids=self._continuation_ids, settings=self.card.get("baselines", {}).get(method))
         return self._explainers[method]
 
     def threshold(self, method: str) -> float | None:
@@ -283,24 +277,19 @@ class FoldExplainer:
     def _explain_batch(self, rows: pd.DataFrame, methods: list[str]) -> list[Explanation]:
         model, tokenizer = self.classifier.model, self.classifier.tokenizer
         token_scores: dict[str, np.ndarray] = {}
-        logits = None
+        probabilities = None  # class probabilities [B, C] of the explained classifier
         # A learned explainer classifies and explains in one pass; it goes first so its logits decide the class.
         ordered = sorted(methods, key=lambda m: m not in LEARNED)
-        batch = make_batch(list(rows["input_ids"]), None, pad_token_id=tokenizer.pad_token_id,
-                           mask_token_id=tokenizer.mask_token_id if tokenizer.mask_token_id is not None
-                           else tokenizer.pad_token_id, frame_token_ids=frame_token_ids(tokenizer)).to(self.device)
+        batch = make_batch(list(rows["input_ids"]), None, tokenizer).to(self.device)
         for method in ordered:
             if batch.target is None and method not in LEARNED:
                 probabilities = predict_proba(model, list(rows["input_ids"]), len(rows), tokenizer.pad_token_id)
-                logits = torch.log(torch.as_tensor(probabilities))
-                batch.target = logits.argmax(-1).to(self.device)
-            with eval_mode(model):
-                attribution = self.explainer(method).explain(model, batch)
+                batch.target = torch.as_tensor(probabilities.argmax(-1)).to(self.device)
+            attribution = self.explainer(method).explain(model, batch)  # the model is in eval mode (__init__)
             if batch.target is None:
-                logits = attribution.logits.cpu()
-                batch.target = logits.argmax(-1).to(self.device)
+                probabilities = torch.softmax(attribution.logits.float(), dim=-1).cpu().numpy()
+                batch.target = torch.as_tensor(probabilities.argmax(-1)).to(self.device)
             token_scores[method] = attribution.scores.detach().float().cpu().numpy()
-        probabilities = torch.softmax(logits.float(), dim=-1).numpy()
         keep = ~batch.special_mask.cpu().numpy()
         id2label = getattr(model.config, "id2label", {}) or {}
         explanations = []

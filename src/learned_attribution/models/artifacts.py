@@ -15,16 +15,16 @@ complete (config.json is written last inside it as well).
 from __future__ import annotations
 
 import json
-import shutil
-from contextlib import contextmanager
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
+
+from learned_attribution.atomic import atomic_folder
 
 from .expnet import ExpNet, ExpNetTraining
 from .expnet_plus import ExpNetPlus, GatedExpNet, Variant
@@ -112,24 +112,6 @@ def _config(explainer: ExpNetTraining | ExpNetPlus) -> tuple[dict, dict[str, tor
                   "history": explainer.history}
         return config, net.state_dict()
     raise TypeError(f"cannot save a {type(explainer).__name__} as a learned-explainer artifact")
-
-
-@contextmanager
-def atomic_folder(folder: str | Path) -> Iterator[Path]:
-    """Yield a temporary sibling folder to write into; on success it replaces `folder` in one rename, on
-    failure it is removed, so `folder` is either the complete new output or what was there before."""
-    folder = Path(folder)
-    partial = folder.with_name(folder.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    try:
-        yield partial
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    if folder.exists():
-        shutil.rmtree(folder)
-    partial.rename(folder)
 
 
 def _write(explainer: ExpNetTraining | ExpNetPlus, folder: Path) -> None:
