@@ -502,12 +502,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     """Run the benchmark, print the table, save the CSV; returns the table."""
-    from learned_attribution.models.classifier import bf16_supported
+
+    from learned_attribution.models.runner import bf16_native
 
     args = parse_args(argv)
     threads = set_threads(args.threads)
     say(f"torch {torch.__version__}, {threads} intra-op threads, CPU native bf16 (avx512_bf16/amx_bf16): "
-        f"{bf16_supported()}")
+        f"{bf16_native(torch.device('cpu'))}")
     largest = max([args.n_texts] + (list(args.memory_sizes) if not args.skip_memory else []))
     setup = load_setup(args.task, largest, args.seed, args.source, args.data_root)
     examples = setup.examples.iloc[:args.n_texts]

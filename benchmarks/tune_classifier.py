@@ -164,7 +164,7 @@ def main(argv=None) -> pd.DataFrame:
             if variant.get("synthetic_negatives"):
                 training = add_synthetic_negatives(tokenized, float(variant["synthetic_negatives"]), seed)
             started = time.perf_counter()
-            classifier, history = train_classifier(training, encoder, settings, seed, prepare(variant))
+            classifier, history = train_classifier(training, encoder, settings, seed, prepare_model=prepare(variant))
             history.insert(1, "config", text)
             history["seed"] = seed
             history["seconds"] = time.perf_counter() - started

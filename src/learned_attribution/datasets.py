@@ -45,11 +45,21 @@ class RawTextDataset(AbstractDataset[None, RawText]):
 
 
 class TrainedClassifier:
-    """A fine-tuned sequence classifier and its tokenizer, saved together as a Hugging Face folder."""
+    """A fine-tuned sequence classifier and its tokenizer, saved together as a Hugging Face folder; `path` is
+    that folder when it was loaded from one (Dask workers load it from there, `distributed.py`)."""
 
-    def __init__(self, model, tokenizer):
+    def __init__(self, model, tokenizer, path: str | Path | None = None):
         self.model = model
         self.tokenizer = tokenizer
+        self.path = None if path is None else Path(path)
+
+    @classmethod
+    def from_folder(cls, path: str | Path) -> "TrainedClassifier":
+        """Load a folder written by `save_pretrained` (eager attention, eval mode, on the CPU)."""
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        model = AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager")
+        return cls(model.eval(), AutoTokenizer.from_pretrained(path), path)
 
 
 class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier]):
@@ -63,13 +73,9 @@ class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier])
         self.metadata = metadata
 
     def load(self) -> TrainedClassifier:
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
         if not self._exists():
             raise DatasetError(f"No trained classifier at {self._filepath}; run the classifier pipeline first")
-        model = AutoModelForSequenceClassification.from_pretrained(self._filepath, attn_implementation="eager")
-        model.eval()
-        return TrainedClassifier(model, AutoTokenizer.from_pretrained(self._filepath))
+        return TrainedClassifier.from_folder(self._filepath)
 
     def save(self, data: TrainedClassifier) -> None:
         # Written to a sibling folder, then swapped in: a crash never leaves a half-written model behind.

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -16,7 +17,7 @@ from learned_attribution.explainers.base import make_batch as batch_from_ids
 from learned_attribution.metrics.plausibility import (MethodScores, all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                       finite_scores, random_scores, threshold_mask, top_k_mask)
 from learned_attribution.models.features import frame_token_ids
-from learned_attribution.models.runner import eval_mode, iter_batches, model_device
+from learned_attribution.models.runner import Compute, eval_mode, iter_batches, model_device
 
 logger = logging.getLogger(__name__)
 
@@ -53,22 +54,40 @@ class ExplainRun:
 
 def explain_examples(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, explainers: dict[str, Explainer],
                      batch_size: int) -> ExplainRun:
-    """Every explainer on every example (scores for the predicted class). A batch that fails is
+    """Every explainer on every example (scores for the predicted class), in process. A batch that fails is
     retried one example at a time; an example that still fails is recorded with its id and error,
     and the rest continue."""
     rows, failures, seconds = [], [], {}
     batches = list(iter_batches(list(examples["input_ids"]), batch_size))
     for name, explainer in explainers.items():
         started = time.perf_counter()
-        for batch_index in tqdm(batches, desc=f"explain {name}", leave=False):
-            for chunk in _explain_with_retry(model, tokenizer, examples, batch_index, explainer, failures, name):
-                rows.extend(chunk)
+        method_rows, method_failures = explain_batches(model, tokenizer, examples, batches, explainer, name,
+                                                       progress=f"explain {name}")
+        rows.extend(method_rows)
+        failures.extend(method_failures)
         seconds[name] = time.perf_counter() - started
         logger.info("%s: %d examples in %.1f s", name, len(examples), seconds[name])
+    return explain_run(rows, failures, seconds)
+
+
+def explain_run(rows: list[dict], failures: list[dict], seconds: dict[str, float]) -> ExplainRun:
+    """The tables of an explanation run (failures logged)."""
     failure_frame = pd.DataFrame(failures, columns=["method", "example_id", "error"])
     if len(failure_frame):
         logger.warning("%d explanations failed:\n%s", len(failure_frame), failure_frame.to_string(index=False))
     return ExplainRun(pd.DataFrame(rows), failure_frame, seconds)
+
+
+def explain_batches(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, batches: Sequence[Sequence[int]],
+                    explainer: Explainer, name: str, progress: str | None = None) -> tuple[list[dict], list[dict]]:
+    """One explainer on the given batches (positional indices into `examples`): score rows in batch order and
+    failures (a failing batch is retried one example at a time). In process and on Dask workers alike."""
+    rows: list[dict] = []
+    failures: list[dict] = []
+    for batch_index in tqdm(batches, desc=progress, leave=False, disable=progress is None):
+        for chunk in _explain_with_retry(model, tokenizer, examples, list(batch_index), explainer, failures, name):
+            rows.extend(chunk)
+    return rows, failures
 
 
 def _explain_with_retry(model, tokenizer, examples, batch_index, explainer, failures, name):
@@ -217,29 +236,50 @@ def method_explainer(name: str, *, expnet, expnet_plus, layer: int, continuation
 
 
 def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_plus, params: dict[str, Any],
-                          seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                          seed: int, compute: dict[str, Any] | None = None
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ExpNet+, the paper's ExpNet and every baseline of `params["baselines"]` on the rationale test examples
-    of `predictions` (`params`: the crosstask settings), explaining `classifier`. Methods listed under
-    `expensive` run on the seeded sample of `expensive_sample_size` only. Returns the token scores (one row
-    per example and method, with gold labels and the `in_sample` flag), the failures and the cost table
-    (examples per second)."""
+    of `predictions` (`params`: the crosstask settings), explaining `classifier` on the `compute` device.
+    Methods listed under `expensive` run on the seeded sample of `expensive_sample_size` only (all examples
+    when it is null). With `compute.dask.address` set, the Dask methods (`compute.dask.methods`, default the
+    expensive ones) run as Dask tasks (`distributed.py`). Returns the token scores (one row per example and
+    method, with gold labels and the `in_sample` flag), the failures and the cost table (examples per
+    second, and where they ran)."""
+    from learned_attribution.distributed import DaskSettings, dask_client, explain_on_dask
     from learned_attribution.models.signals import continuation_token_ids
 
+    place = Compute.from_params(compute)
+    place.place(classifier.model)
+    dask = DaskSettings.from_params(compute)
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
     sample = set(expensive_sample(examples, params["expensive_sample_size"], seed))
     unknown = set(params["expensive"]) - set(params["baselines"])
     if unknown:
         raise ValueError(f"parameter crosstask.expensive names methods that are not in crosstask.baselines: {sorted(unknown)}")
+    remote = [] if dask is None else list(dask.methods if dask.methods is not None else params["expensive"])
+    not_baselines = set(remote) - set(params["baselines"])
+    if not_baselines:
+        raise ValueError(f"parameter compute.dask.methods names {sorted(not_baselines)}, which are not in "
+                         "crosstask.baselines (the learned explainers run in process: they cost about a forward pass)")
     continuation = continuation_token_ids(classifier.tokenizer)
+    names = [n for n in ["expnet_plus", "expnet_paper", *params["baselines"]] if n not in remote]
     explainers = {name: method_explainer(name, expnet=expnet, expnet_plus=expnet_plus, layer=params["layer"],
                                          continuation_ids=continuation, settings=params["baselines"].get(name))
-                  for name in ["expnet_plus", "expnet_paper", *params["baselines"]]}
-    cheap = {n: e for n, e in explainers.items() if n not in params["expensive"]}
-    costly = {n: e for n, e in explainers.items() if n in params["expensive"]}
-    runs = [explain_examples(classifier.model, classifier.tokenizer, examples, cheap, params["batch_size"])]
+                  for name in names}
     sampled = examples[examples["example_id"].isin(sample)]
-    if costly:
-        runs.append(explain_examples(classifier.model, classifier.tokenizer, sampled, costly, params["batch_size"]))
+    where = {}
+    runs = []
+    for subset, rows in (("all", examples), ("sample", sampled)):
+        local = {n: e for n, e in explainers.items() if (n in params["expensive"]) == (subset == "sample")}
+        if local:
+            runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, params["batch_size"]))
+            where.update(dict.fromkeys(local, f"in process ({place.device})"))
+        distributed = {n: params["baselines"][n] for n in remote if (n in params["expensive"]) == (subset == "sample")}
+        if distributed:
+            with dask_client(dask) as client:
+                runs.append(explain_on_dask(client, classifier, str((compute or {}).get("device", "auto")), rows,
+                                            distributed, params["batch_size"], dask))
+            where.update(dict.fromkeys(distributed, dask.describe()))
     gold = examples[["example_id", "label", "predicted", "correct", "token_labels"]].copy()
     gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
     gold["in_sample"] = gold["example_id"].isin(sample)
@@ -247,29 +287,40 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
                                                                         on="example_id")
     n_explained = scores.groupby("method")["example_id"].nunique()
     cost = pd.DataFrame([{"method": m, "n_examples": int(n_explained.get(m, 0)), "seconds": s,
-                          "examples_per_second": n_explained.get(m, 0) / s if s else np.nan}
+                          "examples_per_second": n_explained.get(m, 0) / s if s else np.nan, "ran": where[m]}
                          for r in runs for m, s in r.seconds.items()])
     failures = pd.concat([r.failures for r in runs], ignore_index=True)
     return scores, failures, cost
 
 
 def sample_faithfulness(classifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
-                        settings: dict[str, Any]) -> pd.DataFrame:
+                        settings: dict[str, Any], compute: dict[str, Any] | None = None) -> pd.DataFrame:
     """ERASER comprehensiveness and sufficiency (AOPC) of every method on the examples flagged `in_sample`
-    (`settings`: `fractions`, `batch_size`)."""
+    (`settings`: `fractions`, `batch_size`), on the `compute` device, or as Dask tasks when
+    `compute.dask.address` is set."""
+    from learned_attribution.distributed import DaskSettings, dask_client, faithfulness_on_dask
     from learned_attribution.metrics.faithfulness import faithfulness
 
+    Compute.from_params(compute).place(classifier.model)
+    dask = DaskSettings.from_params(compute)
     sampled = token_scores[token_scores["in_sample"]]
     input_ids = predictions.drop_duplicates("example_id").set_index("example_id")["input_ids"]
+    inputs = {method: ([list(input_ids[i]) for i in rows["example_id"]],
+                       [np.asarray(s, dtype=float) for s in rows["scores"]], rows["predicted"].tolist(), rows)
+              for method, rows in sampled.groupby("method", sort=False)}
+    fractions = tuple(settings["fractions"])
     tables = []
-    for method, rows in sampled.groupby("method", sort=False):
-        table = faithfulness(classifier.model, [list(input_ids[i]) for i in rows["example_id"]],
-                             [np.asarray(s, dtype=float) for s in rows["scores"]], rows["predicted"].tolist(),
-                             fractions=tuple(settings["fractions"]), batch_size=settings["batch_size"],
-                             pad_token_id=classifier.tokenizer.pad_token_id)
-        table.insert(0, "method", method)
-        table.insert(1, "example_id", rows["example_id"].to_numpy())
-        tables.append(table)
+    with (dask_client(dask) if dask else nullcontext()) as client:
+        for method, (ids, scores, target, rows) in inputs.items():
+            if client is None:
+                table = faithfulness(classifier.model, ids, scores, target, fractions=fractions,
+                                     batch_size=settings["batch_size"], pad_token_id=classifier.tokenizer.pad_token_id)
+            else:
+                table = faithfulness_on_dask(client, classifier, str((compute or {}).get("device", "auto")), ids,
+                                             scores, target, fractions, settings["batch_size"], dask)
+            table.insert(0, "method", method)
+            table.insert(1, "example_id", rows["example_id"].to_numpy())
+            tables.append(table)
     return pd.concat(tables, ignore_index=True)
 
 

@@ -162,7 +162,7 @@ def load_classifier(spec: str | Path | None, models_dir: str | Path = DEFAULT_MO
             "is reachable.") from error
     if not getattr(tokenizer, "is_fast", False):
         raise ExplainInputError(f"classifier {str(spec)!r}: its tokenizer has no fast version (word_ids are needed)")
-    return TrainedClassifier(model.eval(), tokenizer)
+    return TrainedClassifier(model.eval(), tokenizer, path if path.exists() else None)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -235,3 +235,49 @@ class MlflowFoldRunsHook:
     @hook_impl
     def on_pipeline_error(self, error, run_params, pipeline, catalog) -> None:
         self._close("FAILED")
+
+
+class NodeTimingHook:
+    """Wall time of every node of a `kedro run`, by stage, saved through the catalog entry `node_timings`
+    (data/08_reporting/node_timings.csv) when the pipeline finishes and summed per stage in the log: the
+    source of README's per-stage table."""
+
+    STAGES = ("data_processing", "classifiers", "folds", "afn", "evaluate_external")
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+        self._rows: list[dict[str, Any]] = []
+        self._stage_of: dict[str, str] = {}
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
+        from kedro.framework.project import pipelines
+
+        self._started, self._rows, self._stage_of = {}, [], {}
+        for stage in self.STAGES:
+            registered = pipelines.get(stage)
+            for node in registered.nodes if registered is not None else []:
+                self._stage_of.setdefault(node.name, stage)
+
+    @hook_impl
+    def before_node_run(self, node) -> None:
+        self._started[node.name] = time.perf_counter()
+
+    @hook_impl
+    def after_node_run(self, node) -> None:
+        started = self._started.pop(node.name, None)
+        if started is not None:
+            self._rows.append({"stage": self._stage_of.get(node.name, "report"), "namespace": node.namespace or "",
+                               "node": node.name, "seconds": round(time.perf_counter() - started, 2),
+                               "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+
+    @hook_impl
+    def after_pipeline_run(self, run_params, run_result, pipeline, catalog) -> None:
+        if not self._rows:
+            return
+        timings = pd.DataFrame(self._rows)
+        stages = timings.groupby("stage", sort=False)["seconds"].sum()
+        logger.info("Node wall time per stage (s): %s; total %.0f s",
+                    ", ".join(f"{stage} {seconds:.0f}" for stage, seconds in stages.items()), stages.sum())
+        if "node_timings" in catalog:
+            catalog.save("node_timings", timings)

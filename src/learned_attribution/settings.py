@@ -1,9 +1,9 @@
 """Kedro project settings."""
 from kedro.config import OmegaConfigLoader
 
-from learned_attribution.hooks import MlflowFoldRunsHook
+from learned_attribution.hooks import MlflowFoldRunsHook, NodeTimingHook
 
-HOOKS = (MlflowFoldRunsHook(),)
+HOOKS = (MlflowFoldRunsHook(), NodeTimingHook())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 # Parameters merge softly: an environment (conf/smoke) overrides only the keys it names.

@@ -122,7 +122,7 @@ def test_train_classifier_applies_prepare_model(tune):
         calls.append(model.config.num_hidden_layers)
         return tune.keep_first_layers(model, 1)
 
-    params = {"epochs": 1, "learning_rate": 1e-4, "batch_size": 4, "bf16": False, "selection_metric": "mcc",
+    params = {"epochs": 1, "learning_rate": 1e-4, "batch_size": 4, "selection_metric": "mcc",
               "eval_batch_size": 8}
     classifier, history = train_classifier(pd.DataFrame(rows), {"name_or_path": PACKAGED_ENCODER}, params, 13,
                                            prepare_model=prepare)

@@ -23,23 +23,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def bf16_supported() -> bool:
-    """bf16 autocast is only worth it where the CPU has native bf16 (AVX512-BF16 / AMX)."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags = cpuinfo.read()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_bf16(setting: bool | str) -> bool:
-    """`bf16: auto` turns autocast on where the CPU supports it."""
-    if setting == "auto":
-        return bf16_supported()
-    return bool(setting)
-
-
 @dataclass
 class TrainingConfig:
     epochs: int = 3
@@ -49,7 +32,7 @@ class TrainingConfig:
     warmup_fraction: float = 0.06
     class_weighting: bool = False  # inverse-frequency class weights in the loss
     selection_metric: str = "accuracy"  # chooses the epoch on the validation slice: accuracy, macro_f1 or mcc
-    bf16: bool | str = "auto"
+    bf16: bool = False  # autocast; the pipelines set it from `compute.bf16` (runner.Compute)
     seed: int = 13
 
 
@@ -74,7 +57,7 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
     """Fine-tune `model` in place with AdamW and linear warm-up/decay; keep the epoch that scores
     best on the validation slice (`selection_metric`)."""
     seed_everything(config.seed)
-    use_bf16 = resolve_bf16(config.bf16)
+    use_bf16 = config.bf16
     labels = torch.as_tensor(np.asarray(train_labels), dtype=torch.long)
     n_classes = model.config.num_labels
     weights = None

@@ -73,17 +73,18 @@ class ExpNetTraining:
 
 
 def train_expnet(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, val_y: np.ndarray,
-                 config: ExpNetConfig) -> ExpNetTraining:
-    """Adam on focal loss; early stopping on validation token AUROC (the ranking the explainer is
-    judged on), keeping the best epoch's weights."""
+                 config: ExpNetConfig, device: torch.device | str = "cpu") -> ExpNetTraining:
+    """Adam on focal loss on `device`; early stopping on validation token AUROC (the ranking the explainer is
+    judged on), keeping the best epoch's weights. The trained network is returned on the CPU (it is saved
+    and applied to feature tables there)."""
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     mean = train_x.mean(0)
     std = train_x.std(0) + 1e-6
-    x = torch.as_tensor((train_x - mean) / std, dtype=torch.float32)
-    y = torch.as_tensor(train_y, dtype=torch.float32)
-    vx = torch.as_tensor((val_x - mean) / std, dtype=torch.float32)
-    model = ExpNet(train_x.shape[1], config.hidden)
+    x = torch.as_tensor((train_x - mean) / std, dtype=torch.float32, device=device)
+    y = torch.as_tensor(train_y, dtype=torch.float32, device=device)
+    vx = torch.as_tensor((val_x - mean) / std, dtype=torch.float32, device=device)
+    model = ExpNet(train_x.shape[1], config.hidden).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     training = ExpNetTraining(model, mean, std)
     best, best_state, waited = -np.inf, None, 0
@@ -92,7 +93,7 @@ def train_expnet(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, va
         order = rng.permutation(len(x))
         total = 0.0
         for start in range(0, len(order), config.batch_size):
-            index = torch.as_tensor(order[start:start + config.batch_size])
+            index = torch.as_tensor(order[start:start + config.batch_size], device=device)
             loss = focal_loss(model(x[index]), y[index], config.alpha, config.gamma)
             optimizer.zero_grad()
             loss.backward()
@@ -101,8 +102,9 @@ def train_expnet(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, va
         model.eval()
         with torch.inference_mode():
             val_logits = model(vx)
-            val_loss = focal_loss(val_logits, torch.as_tensor(val_y), config.alpha, config.gamma).item()
-        val_auroc = float(roc_auc_score(val_y, val_logits.numpy())) if len(np.unique(val_y)) == 2 else float("nan")
+            val_loss = focal_loss(val_logits, torch.as_tensor(val_y, device=device), config.alpha, config.gamma).item()
+        val_auroc = (float(roc_auc_score(val_y, val_logits.cpu().numpy())) if len(np.unique(val_y)) == 2
+                     else float("nan"))
         training.history.append({"epoch": epoch, "train_loss": total / len(x), "val_loss": val_loss,
                                  "val_auroc": val_auroc})
         if val_auroc > best:
@@ -113,7 +115,7 @@ def train_expnet(train_x: np.ndarray, train_y: np.ndarray, val_x: np.ndarray, va
                 break
     if best_state is not None:
         model.load_state_dict(best_state)
-    model.eval()
+    model.cpu().eval()
     logger.info("ExpNet: best epoch %d of %d, validation token AUROC %.4f", training.best_epoch,
                 len(training.history), best)
     return training

@@ -167,11 +167,12 @@ class Examples:
 
     def padded(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Examples `index` as [B, T, F] features, [B, T] labels and [B, T] mask."""
-        lengths = torch.as_tensor(self.lengths[index])
+        device = self.features.device
+        lengths = torch.as_tensor(self.lengths[index], device=device)
         width = int(lengths.max())
-        offsets = torch.arange(width)[None, :]
+        offsets = torch.arange(width, device=device)[None, :]
         mask = offsets < lengths[:, None]
-        rows = torch.as_tensor(self.starts[index])[:, None] + offsets
+        rows = torch.as_tensor(self.starts[index], device=device)[:, None] + offsets
         rows = torch.where(mask, rows, torch.zeros_like(rows))
         return self.features[rows], self.labels[rows] * mask, mask
 
@@ -301,7 +302,7 @@ def mean_example_auroc(scores: list[np.ndarray], gold: list[np.ndarray]) -> floa
 def _objective(net: GatedExpNet, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor,
                variant: Variant, settings: TrainingSettings) -> torch.Tensor:
     logits = net(x)
-    loss = torch.zeros(())
+    loss = torch.zeros((), device=logits.device)
     if "focal" in variant.objective:
         token_weights = weights[:, None].expand_as(mask)[mask]
         per_token = focal_loss(logits[mask], y[mask], settings.alpha, settings.gamma, reduction="none")
@@ -316,11 +317,12 @@ def _objective(net: GatedExpNet, x: torch.Tensor, y: torch.Tensor, mask: torch.T
 
 def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target: pd.DataFrame,
                 stats_tables: dict[str, pd.DataFrame], columns: Sequence[str], rho: float, n_heads: int,
-                settings: TrainingSettings) -> ExpNetPlus:
-    """Train `variant` on the labelled `train` token rows (one or more tasks), stop early on `val`
+                settings: TrainingSettings, device: torch.device | str = "cpu") -> ExpNetPlus:
+    """Train `variant` on the labelled `train` token rows (one or more tasks) on `device`, stop early on `val`
     (mean per-example AUROC), for the target classifier whose unlabeled signal rows are `target`
     (labels, if present, are dropped here). `stats_tables` maps every task (training tasks and the
-    target's task) to its unlabeled token rows, for per-task standardisation."""
+    target's task) to its unlabeled token rows, for per-task standardisation. The trained network is
+    returned on the CPU, where it is saved and applied to signal tables."""
     target = target.drop(columns=["token_label"], errors="ignore")
     target_task = target["task"].iloc[0]
     columns = list(columns)
@@ -346,11 +348,13 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
         train_examples.weights = np.array([share[t] for t in train_examples.tasks]) * len(train_examples)
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
-    net = GatedExpNet(len(columns), settings.hidden, head_of_columns(columns) if variant.gating else None)
+    net = GatedExpNet(len(columns), settings.hidden, head_of_columns(columns) if variant.gating else None).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=settings.learning_rate)
     model = ExpNetPlus(variant, columns, net, target_mean, target_std,
                        n_pseudo_examples=int(counts[tasks == PSEUDO_TASK].sum()))
-    weights_all = torch.as_tensor(train_examples.weights, dtype=torch.float32)
+    weights_all = torch.as_tensor(train_examples.weights, dtype=torch.float32, device=device)
+    train_examples.features, train_examples.labels = train_examples.features.to(device), train_examples.labels.to(device)
+    val_features = val_examples.features.to(device)
     best, best_state, waited = -np.inf, None, 0
     for epoch in range(1, settings.max_epochs + 1):
         net.train()
@@ -366,7 +370,7 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
             total += loss.item() * len(index)
         net.eval()
         with torch.inference_mode():
-            val_scores = net(val_examples.features).numpy()
+            val_scores = net(val_features).cpu().numpy()
         val_auroc = mean_example_auroc(val_examples.split_scores(val_scores), val_examples.gold())
         model.history.append({"epoch": epoch, "train_loss": total / len(order), "val_auroc": val_auroc})
         if val_auroc > best:
@@ -376,7 +380,7 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
             if waited >= settings.patience:
                 break
     net.load_state_dict(best_state)
-    net.eval()
+    net.cpu().eval()
     with torch.inference_mode():
         val_probabilities = torch.sigmoid(net(val_examples.features)).numpy()
     model.calibrated_threshold = calibrate_threshold(val_examples.split_scores(val_probabilities), val_examples.gold())
@@ -402,7 +406,7 @@ def validation_auroc(model: ExpNetPlus, table: pd.DataFrame) -> float:
 
 def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.DataFrame]],
                    columns: dict[str, Sequence[str]], rho: float, n_heads: int,
-                   settings: TrainingSettings) -> pd.DataFrame:
+                   settings: TrainingSettings, device: torch.device | str = "cpu") -> pd.DataFrame:
     """Leave-one-training-task-out validation of every variant, on the two training tasks only.
 
     `tasks[task]` holds that training task's `train` and `val` token rows (correct predictions with a
@@ -419,7 +423,7 @@ def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.Da
         scores = []
         for source, other in (tuple(tasks), tuple(reversed(list(tasks)))):
             model = fit_variant(variant, tasks[source]["train"], tasks[source]["val"], unlabeled[other],
-                                unlabeled, columns[variant.name], rho, n_heads, settings)
+                                unlabeled, columns[variant.name], rho, n_heads, settings, device)
             auroc = validation_auroc(model, tasks[other]["val"])
             scores.append(auroc)
             rows.append({"variant": variant.name, "direction": f"{source}->{other}", "val_auroc": auroc,

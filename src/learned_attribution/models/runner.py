@@ -4,12 +4,16 @@ features, ExpNet+ signals, the explainers, faithfulness, AFN and the public API)
 """
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
+
+logger = logging.getLogger(__name__)
 
 
 def resolve_device(setting: str | torch.device = "auto") -> torch.device:
@@ -27,6 +31,54 @@ def resolve_device(setting: str | torch.device = "auto") -> torch.device:
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {setting!r}: MPS is not available on this machine (use auto or cpu)")
     return device
+
+
+def bf16_native(device: torch.device) -> bool:
+    """Whether bf16 autocast is native (and so worth it) on `device`: CUDA with bf16 support, or a CPU with
+    AVX512-BF16 / AMX. Elsewhere it is emulated and several times slower than fp32 (benchmarks/README.md)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = cpuinfo.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_bf16(setting: bool | str, device: torch.device) -> bool:
+    """`auto`: bf16 autocast where it is native on `device` (`bf16_native`); true/false force it."""
+    if setting == "auto":
+        return bf16_native(device)
+    if not isinstance(setting, bool):
+        raise ValueError(f"parameter compute.bf16={setting!r}: expected auto, true or false")
+    return setting
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Where the torch work of a node runs (`params:compute`): the device and whether bf16 autocast is on."""
+
+    device: torch.device
+    bf16: bool
+
+    @classmethod
+    def from_params(cls, settings: Mapping[str, Any] | None = None) -> "Compute":
+        """`compute.device` (auto | cpu | cuda | cuda:N | mps) and `compute.bf16` (auto | true | false); logs
+        the choice and why."""
+        settings = dict(settings or {})
+        device = resolve_device(settings.get("device", "auto"))
+        bf16 = resolve_bf16(settings.get("bf16", "auto"), device)
+        reason = "forced" if settings.get("bf16", "auto") != "auto" else (
+            "native on this device" if bf16 else "not native on this device, fp32")
+        logger.info("compute: device %s, bf16 autocast %s (%s)", device, "on" if bf16 else "off", reason)
+        return cls(device, bf16)
+
+    def place(self, model: torch.nn.Module) -> torch.nn.Module:
+        """`model` moved to the device (in place, as `nn.Module.to`)."""
+        return model.to(self.device)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -102,7 +154,7 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: tor
 
 
 def autocast(device: torch.device, enabled: bool):
-    """bf16 autocast on `device` when `enabled` (see `classifier.resolve_bf16` for when it is worth it)."""
+    """bf16 autocast on `device` when `enabled` (see `resolve_bf16` for when it is worth it)."""
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
 
 

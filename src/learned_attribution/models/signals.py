@@ -24,7 +24,7 @@ from typing import Iterator, Sequence
 import torch
 
 from .features import cls_attention_features, feature_names
-from .runner import eval_mode, forward
+from .runner import eval_mode, forward, model_device
 
 FEATURE_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers", "afn_norm",
                 "position")
@@ -128,6 +128,8 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
     if not -n_layers <= layer < n_layers:
         raise ValueError(f"parameter layer={layer} is out of range for a model with {n_layers} layers")
     layer = layer % n_layers
+    device = model_device(model)  # every signal part on the model's device (position flags included)
+    input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
     wants = set(feature_sets)
     gradients = bool(wants & GRADIENT_SETS)
     full = "saliency" in wants  # the backward pass has to reach the word embeddings

@@ -27,6 +27,7 @@ from learned_attribution.afn.tracking import log_afn_run
 from learned_attribution.afn.words import split_words, word_class
 from learned_attribution.data.schema import RawText
 from learned_attribution.models.encoder import load_encoder, load_tokenizer
+from learned_attribution.models.runner import Compute
 
 logger = logging.getLogger(__name__)
 
@@ -129,15 +130,16 @@ def _tokenize_or_skip(tokenizer, words: list[str], max_length: int, stage: str, 
     return None
 
 
-def _load(encoder: dict[str, Any]):
+def _load(encoder: dict[str, Any], compute: dict[str, Any] | None):
     name = _setting(encoder, "name_or_path", "encoder")
-    return load_tokenizer(name), load_encoder(name)
+    return load_tokenizer(name), Compute.from_params(compute).place(load_encoder(name))
 
 
-def measure_strengths(corpus: pd.DataFrame, encoder: dict[str, Any], max_length: int,
-                      afn: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """S_i, tau, HIGH, rank of every non-special token of every corpus sentence at every layer."""
-    tokenizer, model = _load(encoder)
+def measure_strengths(corpus: pd.DataFrame, encoder: dict[str, Any], max_length: int, afn: dict[str, Any],
+                      compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """S_i, tau, HIGH, rank of every non-special token of every corpus sentence at every layer (encoder on the
+    `compute` device)."""
+    tokenizer, model = _load(encoder, compute)
     percentile = float(_setting(afn, "percentile", "afn"))
     skips: list[Skip] = []
     kept = []
@@ -170,10 +172,11 @@ def _strength_blocks(row, tokens: TokenizedText, hidden: np.ndarray, percentile:
         for layer, values in enumerate(strengths)]
 
 
-def measure_shifts(pairs: pd.DataFrame, encoder: dict[str, Any], max_length: int,
-                   afn: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Delta_i of every token of A at every layer, and per pair and layer R_H and shift statistics."""
-    tokenizer, model = _load(encoder)
+def measure_shifts(pairs: pd.DataFrame, encoder: dict[str, Any], max_length: int, afn: dict[str, Any],
+                   compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Delta_i of every token of A at every layer, and per pair and layer R_H and shift statistics (encoder on
+    the `compute` device)."""
+    tokenizer, model = _load(encoder, compute)
     percentile = float(_setting(afn, "percentile", "afn"))
     skips: list[Skip] = []
     jobs = []  # (pair, tokens A, tokens B, token units)

@@ -9,9 +9,8 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.models.classifier import (TrainingConfig, classification_metrics, fine_tune,
-                                                   resolve_bf16, seed_everything)
-from learned_attribution.models.runner import predict_proba
+from learned_attribution.models.classifier import TrainingConfig, classification_metrics, fine_tune, seed_everything
+from learned_attribution.models.runner import Compute, predict_proba
 from learned_attribution.models.encoder import load_encoder, load_sequence_classifier, load_tokenizer
 from learned_attribution.models.features import extract_attention_features, extract_token_rows, frame_token_ids
 
@@ -29,14 +28,19 @@ def _rows(tokenized: pd.DataFrame, role: str, cap: int | None = None, seed: int 
 
 
 def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], params: dict[str, Any], seed: int,
+                     compute: dict[str, Any] | None = None,
                      prepare_model: Callable[[Any], Any] | None = None) -> tuple[TrainedClassifier, pd.DataFrame]:
-    """Fine-tune the encoder on the task's classifier_train rows; the epoch is chosen on classifier_val.
-    `prepare_model` (benchmarks/tune_classifier.py) changes the loaded classifier before fine-tuning."""
-    unknown = set(params) - _TRAINING_KEYS - {"max_train_examples", "max_val_examples", "eval_batch_size"}
+    """Fine-tune the encoder on the task's classifier_train rows on the `compute` device; the epoch is chosen
+    on classifier_val. `prepare_model` (benchmarks/tune_classifier.py) changes the loaded classifier before
+    fine-tuning."""
+    unknown = set(params) - (_TRAINING_KEYS - {"seed", "bf16"}) - {"max_train_examples", "max_val_examples",
+                                                                   "eval_batch_size"}
     if unknown:
-        raise ValueError(f"unknown classifier parameters {sorted(unknown)}; expected {sorted(_TRAINING_KEYS)}, "
-                         "max_train_examples, max_val_examples, eval_batch_size")
-    config = TrainingConfig(**{k: v for k, v in params.items() if k in _TRAINING_KEYS}, seed=seed)
+        raise ValueError(f"unknown classifier parameters {sorted(unknown)}; expected "
+                         f"{sorted(_TRAINING_KEYS - {'seed', 'bf16'})}, max_train_examples, max_val_examples, "
+                         "eval_batch_size (the device and bf16 are set under `compute`)")
+    place = Compute.from_params(compute)
+    config = TrainingConfig(**{k: v for k, v in params.items() if k in _TRAINING_KEYS}, seed=seed, bf16=place.bf16)
     train = _rows(tokenized, "classifier_train", params.get("max_train_examples"), seed)
     val = _rows(tokenized, "classifier_val", params.get("max_val_examples"), seed)
     task = tokenized["task"].iloc[0]
@@ -48,8 +52,9 @@ def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], params: d
     model = load_sequence_classifier(encoder["name_or_path"], num_labels=len(labels))
     if prepare_model is not None:
         model = prepare_model(model)
-    logger.info("%s: fine-tuning on %d examples (validation %d), bf16=%s", task, len(train), len(val),
-                resolve_bf16(config.bf16))
+    model = place.place(model)
+    logger.info("%s: fine-tuning on %d examples (validation %d) on %s, bf16=%s", task, len(train), len(val),
+                place.device, config.bf16)
     started = time.perf_counter()
     result = fine_tune(model, list(train["input_ids"]), train["label"].to_numpy(), list(val["input_ids"]),
                        val["label"].to_numpy(), config, tokenizer.pad_token_id)
@@ -63,15 +68,17 @@ def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], params: d
     return TrainedClassifier(model, tokenizer), history
 
 
-def predict_examples(classifier: TrainedClassifier, tokenized: pd.DataFrame,
-                     params: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Predict every classifier_test and rationale example; return the rationale rows with
-    `predicted`, `probability` (of the predicted class) and `correct`, and the metrics table rows."""
+def predict_examples(classifier: TrainedClassifier, tokenized: pd.DataFrame, params: dict[str, Any],
+                     compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Predict every classifier_test and rationale example on the `compute` device; return the rationale rows
+    with `predicted`, `probability` (of the predicted class) and `correct`, and the metrics table rows."""
+    place = Compute.from_params(compute)
+    place.place(classifier.model)
     task = tokenized["task"].iloc[0]
     evaluated = tokenized[tokenized["role"].isin(["classifier_test", "rationale_train", "rationale_val",
                                                   "rationale_test"])].reset_index(drop=True)
     probabilities = predict_proba(classifier.model, list(evaluated["input_ids"]), params["eval_batch_size"],
-                                  classifier.tokenizer.pad_token_id, resolve_bf16(params.get("bf16", "auto")))
+                                  classifier.tokenizer.pad_token_id, place.bf16)
     evaluated["predicted"] = probabilities.argmax(1)
     evaluated["probability"] = probabilities.max(1)
     evaluated["correct"] = evaluated["predicted"] == evaluated["label"]
@@ -88,17 +95,24 @@ def predict_examples(classifier: TrainedClassifier, tokenized: pd.DataFrame,
     return rationale, metrics
 
 
-def attention_features(classifier: TrainedClassifier, predictions: pd.DataFrame, encoder: dict[str, Any],
-                       params: dict[str, Any]) -> dict[str, Callable[[], pd.DataFrame]]:
+def attention_features(signals: dict[str, Callable[[], pd.DataFrame]], classifier: TrainedClassifier,
+                       predictions: pd.DataFrame, encoder: dict[str, Any], params: dict[str, Any],
+                       compute: dict[str, Any] | None = None) -> dict[str, Callable[[], pd.DataFrame]]:
     """Per-token attention features of every rationale example (SPEC §5), as Parquet parts saved lazily
     one chunk at a time. `source: classifier` reads the fine-tuned task classifier (the model being
-    explained); `source: pretrained` the frozen pretrained encoder."""
+    explained): its 2H features are the `attention` set of the explainer signals, computed in the same pass
+    of the same model, so they are read from those parts instead of a second pass over every example.
+    `source: pretrained` runs the frozen pretrained encoder."""
+    from learned_attribution.models.signals import FEATURE_SETS, columns_for
+
     if params["source"] == "classifier":
-        model = classifier.model
-    elif params["source"] == "pretrained":
-        model = load_encoder(encoder["name_or_path"])
-    else:
+        config = classifier.model.config
+        others = columns_for([s for s in FEATURE_SETS if s != "attention"], config.num_attention_heads,
+                             config.num_hidden_layers)
+        return {key: (lambda load=load: load().drop(columns=others)) for key, load in sorted(signals.items())}
+    if params["source"] != "pretrained":
         raise ValueError(f"parameter features.source must be 'classifier' or 'pretrained', got {params['source']!r}")
+    model = Compute.from_params(compute).place(load_encoder(encoder["name_or_path"]))
     tokenizer = classifier.tokenizer
     chunks = extract_attention_features(model, predictions, params["layer"], params["batch_size"],
                                         tokenizer.pad_token_id, frame_token_ids(tokenizer), tokenizer,
@@ -108,21 +122,22 @@ def attention_features(classifier: TrainedClassifier, predictions: pd.DataFrame,
     return {f"part-{i:04d}": (lambda: next(chunks)) for i in range(n_parts)}
 
 
-def explainer_signals(classifier: TrainedClassifier, predictions: pd.DataFrame,
-                      params: dict[str, Any]) -> dict[str, Callable[[], pd.DataFrame]]:
+def explainer_signals(classifier: TrainedClassifier, predictions: pd.DataFrame, params: dict[str, Any],
+                      compute: dict[str, Any] | None = None) -> dict[str, Callable[[], pd.DataFrame]]:
     """ExpNet+ inputs (issue 06): every feature set of `models.signals` for every rationale example, from
-    the task's classifier explaining its predicted class, as Parquet parts saved lazily one chunk at a time."""
+    the task's classifier explaining its predicted class (on the `compute` device), as Parquet parts saved
+    lazily one chunk at a time."""
     from learned_attribution.models.signals import FEATURE_SETS, columns_for, continuation_token_ids, token_signals
 
-    model, tokenizer = classifier.model, classifier.tokenizer
+    model, tokenizer = Compute.from_params(compute).place(classifier.model), classifier.tokenizer
     feature_sets = list(FEATURE_SETS)
     continuation = continuation_token_ids(tokenizer)
     names = columns_for(feature_sets, model.config.num_attention_heads, model.config.num_hidden_layers)
 
-    def compute(input_ids, attention_mask, target):
+    def signals_of(input_ids, attention_mask, target):
         return token_signals(model, input_ids, attention_mask, target, feature_sets, params["layer"], continuation)
 
-    chunks = extract_token_rows(predictions, compute, names, params["batch_size"], tokenizer.pad_token_id,
+    chunks = extract_token_rows(predictions, signals_of, names, params["batch_size"], tokenizer.pad_token_id,
                                 frame_token_ids(tokenizer), tokenizer, params["chunk_size"], "explainer signals")
     n_parts = int(np.ceil(len(predictions) / params["chunk_size"]))
     return {f"part-{i:04d}": (lambda: next(chunks)) for i in range(n_parts)}

@@ -8,14 +8,15 @@ from learned_attribution.tasks import TASKS
 
 def task_template() -> Pipeline:
     return pipeline([
-        node(train_classifier, ["tokenized", "params:encoder", "params:classifier", "params:seed"],
+        node(train_classifier, ["tokenized", "params:encoder", "params:classifier", "params:seed", "params:compute"],
              ["classifier", "training_history"], name="train_classifier"),
-        node(predict_examples, ["classifier", "tokenized", "params:classifier"],
+        node(predict_examples, ["classifier", "tokenized", "params:classifier", "params:compute"],
              ["rationale_predictions", "classifier_metrics"], name="predict_examples"),
-        node(attention_features, ["classifier", "rationale_predictions", "params:encoder", "params:features"],
+        node(explainer_signals, ["classifier", "rationale_predictions", "params:features", "params:compute"],
+             "explainer_signals", name="extract_explainer_signals"),
+        node(attention_features, ["explainer_signals", "classifier", "rationale_predictions", "params:encoder",
+                                  "params:features", "params:compute"],
              "attention_features", name="extract_attention_features"),
-        node(explainer_signals, ["classifier", "rationale_predictions", "params:features"], "explainer_signals",
-             name="extract_explainer_signals"),
     ])
 
 
@@ -23,7 +24,7 @@ def create_pipeline(**kwargs) -> Pipeline:
     per_task = [
         pipeline(task_template(), namespace=task, inputs={"tokenized": f"tokenized_{task}"},
                  parameters={"classifier": f"classifiers.{task}", "encoder": "encoder", "features": "features",
-                             "seed": "seed"})
+                             "seed": "seed", "compute": "compute"})
         for task in TASKS
     ]
     combine = node(combine_classifier_metrics, [f"{task}.classifier_metrics" for task in TASKS],

@@ -13,6 +13,7 @@ from learned_attribution.evaluation import (best_baseline, explain_rationale_set
                                             score_method, score_rationale_set)
 from learned_attribution.models.expnet import ExpNetConfig, ExpNetTraining, calibrate_threshold, train_expnet
 from learned_attribution.models.features import feature_names
+from learned_attribution.models.runner import Compute
 
 logger = logging.getLogger(__name__)
 
@@ -47,9 +48,10 @@ def _context(classifier: TrainedClassifier, training_tasks: list[str], rho: floa
 
 
 def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Callable], classifier: TrainedClassifier,
-                      expnet: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int, *,
+                      expnet: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int,
+                      compute: dict[str, Any] | None = None, *,
                       fold: str) -> tuple[ExpNetTraining, pd.DataFrame, dict[str, float]]:
-    """Train ExpNet on the two training tasks' rationale_train tokens (correct predictions only),
+    """Train ExpNet (on the `compute` device) on the two training tasks' rationale_train tokens (correct predictions only),
     stop early on their rationale_val tokens, calibrate a threshold there, and fix the top-k budget
     rho as the mean rationale density of the training tasks (the held-out labels are never read).
     The held-out task's `classifier` is only read for its shape, recorded in the saved explainer's config."""
@@ -66,7 +68,8 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
                         rows.loc[rows["correct"], "example_id"].nunique(), rows["example_id"].nunique())
     config = ExpNetConfig(**expnet, seed=seed)
     training = train_expnet(train[names].to_numpy(np.float32), train["token_label"].to_numpy(np.float32),
-                            val[names].to_numpy(np.float32), val["token_label"].to_numpy(np.float32), config)
+                            val[names].to_numpy(np.float32), val["token_label"].to_numpy(np.float32), config,
+                            Compute.from_params(compute).device)
     val_probabilities = training.predict(val[names].to_numpy(np.float32))
     grouped = val.assign(p=val_probabilities).groupby("example_id", sort=False)
     training.calibrated_threshold = calibrate_threshold([g["p"].to_numpy() for _, g in grouped],
@@ -85,18 +88,20 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
 
 
 def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: ExpNetTraining,
-                    expnet_plus, params: dict[str, Any], seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                    expnet_plus, params: dict[str, Any], seed: int,
+                    compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ExpNet+ (the fold's chosen variant), the paper's ExpNet and every configured baseline on the held-out
     task's rationale test set, explaining the held-out task's own classifier (never trained on these
-    sentences); the expensive methods on the seeded sample (`evaluation.explain_rationale_set`)."""
-    return explain_rationale_set(classifier, predictions, expnet, expnet_plus, params, seed)
+    sentences) on the `compute` device; the expensive methods on the seeded sample, as Dask tasks when
+    `compute.dask.address` is set (`evaluation.explain_rationale_set`)."""
+    return explain_rationale_set(classifier, predictions, expnet, expnet_plus, params, seed, compute)
 
 
 def fold_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
-                      settings: dict[str, Any]) -> pd.DataFrame:
+                      settings: dict[str, Any], compute: dict[str, Any] | None = None) -> pd.DataFrame:
     """ERASER comprehensiveness and sufficiency (AOPC) of every method on the seeded sample
-    (`settings`: `crosstask.faithfulness`)."""
-    return sample_faithfulness(classifier, token_scores, predictions, settings)
+    (`settings`: `crosstask.faithfulness`), on the `compute` device or as Dask tasks."""
+    return sample_faithfulness(classifier, token_scores, predictions, settings, compute)
 
 
 def score_fold(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
@@ -228,7 +233,8 @@ def _expnet_plus_setup(signals: dict[str, Callable], settings: dict[str, Any], s
     from learned_attribution.models.expnet_plus import TrainingSettings, Variant
     from learned_attribution.models.signals import FEATURE_SETS, columns_for
 
-    candidates = settings.get("candidates") or list(settings["variants"])
+    candidates = settings.get("candidates") or "all"
+    candidates = list(settings["variants"]) if candidates == "all" else candidates
     unknown = [name for name in candidates if name not in settings["variants"]]
     if unknown:
         raise ValueError(f"parameter crosstask.expnet_plus.candidates names unknown variants {unknown}; defined: "
@@ -245,7 +251,7 @@ def _expnet_plus_setup(signals: dict[str, Callable], settings: dict[str, Any], s
 
 
 def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callable], budget: dict[str, float],
-                       expnet_plus: dict[str, Any], seed: int) -> pd.DataFrame:
+                       expnet_plus: dict[str, Any], seed: int, compute: dict[str, Any] | None = None) -> pd.DataFrame:
     """Leave-one-training-task-out validation of every ExpNet+ variant on the fold's two training tasks
     (the held-out task is not an input of this node); the best mean validation AUROC is chosen."""
     from learned_attribution.models.expnet_plus import select_variant
@@ -255,7 +261,8 @@ def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Call
     for signals in (signals_a, signals_b):
         parts = _signal_tables(signals)
         tables[parts["unlabeled"]["task"].iloc[0]] = parts
-    selection = select_variant(variants, tables, columns, budget["rho"], n_heads, settings)
+    selection = select_variant(variants, tables, columns, budget["rho"], n_heads, settings,
+                               Compute.from_params(compute).device)
     means = selection[selection["direction"] == "mean"]
     logger.info("ExpNet+ selection (mean validation AUROC over both directions):\n%s",
                 means[["variant", "val_auroc"]].round(4).to_string(index=False))
@@ -264,8 +271,8 @@ def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Call
 
 def fit_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callable],
                     signals_heldout: dict[str, Callable], classifier: TrainedClassifier, budget: dict[str, float],
-                    expnet_plus: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int, *,
-                    fold: str) -> dict:
+                    expnet_plus: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int,
+                    compute: dict[str, Any] | None = None, *, fold: str) -> dict:
     """Every ExpNet+ variant retrained on both training tasks (early stopping on their validation rows)
     for the held-out classifier, whose signals enter unlabeled (its token labels are dropped here; the
     `classifier` is only read for its shape, recorded in each saved variant's config)."""
@@ -278,10 +285,11 @@ def fit_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callabl
     target = _feature_table(signals_heldout).drop(columns=["token_label"])
     stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
     context = _context(classifier, sorted(train["task"].unique()), budget["rho"], layer, encoder, max_length, fold)
+    device = Compute.from_params(compute).device
     models = {}
     for variant in variants:
         models[variant.name] = fit_variant(variant, train, val, target, stats, columns[variant.name], budget["rho"],
-                                           n_heads, settings)
+                                           n_heads, settings, device)
         models[variant.name].threshold = budget["threshold"]
         models[variant.name].context = context | {"variant": variant.name}
     return models

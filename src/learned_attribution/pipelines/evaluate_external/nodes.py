@@ -20,7 +20,7 @@ from learned_attribution.data.projection import project_to_subwords
 from learned_attribution.data.schema import EXAMPLE_COLUMNS
 from learned_attribution.datasets import TrainedClassifier
 from learned_attribution.evaluation import METRIC_COLUMNS
-from learned_attribution.models.runner import predict_proba
+from learned_attribution.models.runner import Compute, predict_proba
 from learned_attribution.models.expnet import ExpNetTraining
 from learned_attribution.tasks import FOLD_PREFIX, TASKS
 
@@ -223,10 +223,13 @@ def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
 
 
 def predict_external(examples: pd.DataFrame, classifier: TrainedClassifier, max_length: int,
-                     settings: dict[str, Any]) -> pd.DataFrame:
-    """Project word rationales to subwords (classifier's tokenizer, `max_length`) and predict every example:
-    adds input_ids, word_ids, token_labels, truncated, predicted, probability (of the predicted class), correct."""
+                     settings: dict[str, Any], compute: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Project word rationales to subwords (classifier's tokenizer, `max_length`) and predict every example on
+    the `compute` device: adds input_ids, word_ids, token_labels, truncated, predicted, probability (of the
+    predicted class), correct."""
     settings = external_settings(settings)
+    place = Compute.from_params(compute)
+    place.place(classifier.model)
     n_classes = int(classifier.model.config.num_labels)
     too_high = examples[examples["label"] >= n_classes]
     if len(too_high):
@@ -235,7 +238,7 @@ def predict_external(examples: pd.DataFrame, classifier: TrainedClassifier, max_
                                      f"has {n_classes} classes")
     projected = project_to_subwords(examples, classifier.tokenizer, max_length)
     probabilities = predict_proba(classifier.model, list(projected["input_ids"]), settings["batch_size"],
-                                  classifier.tokenizer.pad_token_id)
+                                  classifier.tokenizer.pad_token_id, place.bf16)
     projected["predicted"] = probabilities.argmax(1)
     projected["probability"] = probabilities.max(1)
     projected["correct"] = projected["predicted"] == projected["label"]
@@ -255,8 +258,8 @@ def _crosstask_settings(crosstask: dict[str, Any], settings: dict[str, Any]) -> 
 
 
 def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: ExpNetTraining, expnet_plus,
-                     crosstask: dict[str, Any], settings: dict[str, Any], seed: int
-                     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                     crosstask: dict[str, Any], settings: dict[str, Any], seed: int,
+                     compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ExpNet+, the paper's ExpNet and every baseline in `crosstask.baselines` on the file's examples with a
     rationale, exactly as
     a crosstask fold explains its held-out set (expensive methods on the seeded sample)."""
@@ -264,15 +267,15 @@ def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, e
     from learned_attribution.evaluation import explain_rationale_set
 
     return explain_rationale_set(classifier, predictions, expnet, expnet_plus, _crosstask_settings(crosstask, settings),
-                                 seed)
+                                 seed, compute)
 
 
 def external_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
-                          crosstask: dict[str, Any]) -> pd.DataFrame:
+                          crosstask: dict[str, Any], compute: dict[str, Any] | None = None) -> pd.DataFrame:
     """ERASER comprehensiveness / sufficiency on the seeded sample, as in a crosstask fold."""
     from learned_attribution.evaluation import sample_faithfulness
 
-    return sample_faithfulness(classifier, token_scores, predictions, crosstask["faithfulness"])
+    return sample_faithfulness(classifier, token_scores, predictions, crosstask["faithfulness"], compute)
 
 
 def score_external(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,

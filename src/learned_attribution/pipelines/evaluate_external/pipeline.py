@@ -25,12 +25,15 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(read_external_rationales, "params:evaluate_external", "examples", name="read_external_rationales"),
         node(select_fold_artifacts, artifacts, ["classifier", "expnet", "expnet_plus", "budget"],
              name="select_fold_artifacts"),
-        node(predict_external, ["examples", "classifier", "params:max_length", "params:evaluate_external"],
+        node(predict_external, ["examples", "classifier", "params:max_length", "params:evaluate_external",
+                                "params:compute"],
              "predictions", name="predict_external"),
         node(explain_external, ["classifier", "predictions", "expnet", "expnet_plus", "params:crosstask",
-                                "params:evaluate_external", "params:seed"], ["token_scores", "explain_failures", "explain_cost"],
+                                "params:evaluate_external", "params:seed", "params:compute"],
+             ["token_scores", "explain_failures", "explain_cost"],
              name="explain_external"),
-        node(external_faithfulness, ["classifier", "token_scores", "predictions", "params:crosstask"], "faithfulness",
+        node(external_faithfulness, ["classifier", "token_scores", "predictions", "params:crosstask", "params:compute"],
+             "faithfulness",
              name="external_faithfulness"),
         node(score_external, ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "params:crosstask",
                               "params:evaluate_external", "params:seed"], "metrics_table", name="score_external"),
@@ -42,4 +45,4 @@ def create_pipeline(**kwargs) -> Pipeline:
     shared = {*(f"{t}.classifier" for t in TASKS), *(f"heldout_{t}.expnet" for t in TASKS),
               *(f"heldout_{t}.expnet_plus" for t in TASKS), *(f"heldout_{t}.budget" for t in TASKS)}
     return pipeline(template, namespace=NAMESPACE, inputs=shared,
-                    parameters={"evaluate_external", "crosstask", "max_length", "seed", "mlflow"})
+                    parameters={"evaluate_external", "crosstask", "max_length", "seed", "mlflow", "compute"})
