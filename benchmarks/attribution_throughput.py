@@ -37,6 +37,8 @@ import pandas as pd
 import torch
 import yaml
 
+from learned_attribution.models.runner import model_device, resolve_device
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers in feature_extraction.py
 
@@ -134,7 +136,7 @@ def api_explainer(setup, expnet_training, expnet_plus: dict, layer: int, folder:
         save_explainer(explainer, folder / name)
     (folder / "fold.json").write_text(json.dumps({"fold": folder.name, "held_out_task": setup.task, "rho": 0.3,
                                                   "layer": layer, "best_baseline": "saliency", "baselines": {}}))
-    return FoldExplainer(folder, TrainedClassifier(setup.model, setup.tokenizer), device="cpu")
+    return FoldExplainer(folder, TrainedClassifier(setup.model, setup.tokenizer), device=str(model_device(setup.model)))
 
 
 def words_of(input_ids: Sequence[int], tokenizer) -> list[str]:
@@ -159,6 +161,7 @@ def api_steps(explainer, method: str, variant, examples: pd.DataFrame, batch_ind
             if variant is not None:  # the fold's ExpNet+ explainer, applying this variant's network
                 explainer.learned["expnet_plus"] = explainer.explainer("expnet_plus").model = variant
             explainer.explain([word_lists[i] for i in indices], methods=[method], batch_size=len(indices))
+            synchronize(explainer.classifier.model)
             return len(indices)
         return run
 
@@ -206,16 +209,25 @@ def predicted_classes(model: torch.nn.Module, batches) -> dict[int, int]:
     return predicted
 
 
-def make_batches(examples: pd.DataFrame, batch_size: int, tokenizer, targets: dict[int, int] | None = None):
-    """[(row indices, Batch)] in the pipeline's length-sorted order; targets default to class 0."""
+def make_batches(examples: pd.DataFrame, batch_size: int, tokenizer, targets: dict[int, int] | None = None,
+                 device: torch.device | None = None):
+    """[(row indices, Batch)] in the pipeline's length-sorted order, on `device`; targets default to class 0."""
     from learned_attribution.evaluation import make_batch
 
     ids = list(examples["input_ids"])
     out = []
     for indices in length_batches(examples, batch_size):
         target = [targets[i] if targets else 0 for i in indices]
-        out.append((indices, make_batch([ids[i] for i in indices], target, tokenizer)))
+        batch = make_batch([ids[i] for i in indices], target, tokenizer)
+        out.append((indices, batch if device is None else batch.to(device)))
     return out
+
+
+def synchronize(model: torch.nn.Module) -> None:
+    """Wait for the GPU's queued kernels, so a step's time is its whole work (a no-op on the CPU)."""
+    device = model_device(model)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -229,6 +241,7 @@ def forward_steps(model: torch.nn.Module, batches) -> list[Step]:
         def run() -> int:
             with torch.inference_mode():
                 model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+            synchronize(model)
             return len(indices)
         return run
 
@@ -252,6 +265,7 @@ def explainer_steps(model: torch.nn.Module, explainer, batches, tally: ModelCall
     def step_for(indices, batch) -> Step:
         def run() -> int:
             attribution = explainer.explain(model, batch)
+            synchronize(model)
             if not torch.isfinite(attribution.scores[~batch.special_mask]).all():
                 raise FloatingPointError(f"{explainer.name}: non-finite scores in the batch of examples {indices}")
             tally.calls += attribution.model_calls * len(indices)
@@ -378,6 +392,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-api", dest="api", action="store_false",
                         help="skip the entries through the public API (api:expnet_paper, api:expnet_plus:<variant>, "
                              "api:saliency)")
+    parser.add_argument("--device", default="cpu",
+                        help="auto, cpu, cuda, cuda:N or mps: where the classifier and every method run")
     parser.add_argument("--min-seconds", type=float, default=0.25,
                         help="a batch that takes less is repeated until this long (method and forward pass alike)")
     args = parser.parse_args(argv)
@@ -405,6 +421,9 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
     say(f"torch {torch.__version__}, {threads} intra-op threads")
     setup = load_setup(args.task, args.n_texts, args.seed, args.source, args.data_root)
+    device = resolve_device(args.device)
+    setup.model.to(device)
+    say(f"device: {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""))
     examples = setup.examples
     subset = examples.iloc[:min(args.n_expensive, len(examples))]
     source = f"{setup.model_source}; {setup.text_source}"
@@ -412,10 +431,10 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         f"expensive methods ({', '.join(n for n in names if n in args.expensive)}) on the first {len(subset)} "
         f"({describe_texts(subset)})")
 
-    all_batches = make_batches(examples, args.batch_size, setup.tokenizer)
+    all_batches = make_batches(examples, args.batch_size, setup.tokenizer, device=device)
     predicted = predicted_classes(setup.model, all_batches)
-    all_batches = make_batches(examples, args.batch_size, setup.tokenizer, predicted)
-    subset_batches = make_batches(subset, args.batch_size, setup.tokenizer, predicted)
+    all_batches = make_batches(examples, args.batch_size, setup.tokenizer, predicted, device)
+    subset_batches = make_batches(subset, args.batch_size, setup.tokenizer, predicted, device)
 
     n_features = 2 * setup.model.config.num_attention_heads
     expnet_training, expnet_note, expnet_plus, expnet_plus_note = None, "", {}, ""

@@ -72,6 +72,7 @@ class BenchmarkSetup:
     model_source: str  # where the model came from, in words
     text_source: str  # where the texts came from, in words
     task: str
+    model_path: Path | None = None  # the saved classifier folder (None: built in memory)
 
 
 def raw_sst2_examples(tokenizer, path: Path, max_length: int) -> pd.DataFrame:
@@ -138,7 +139,8 @@ def load_setup(task: str = "sst2", n_texts: int = 512, seed: int = 13, source: s
     examples, repeated = take_examples(pool.reset_index(drop=True), n_texts, seed)
     if repeated:
         text_source += f" (only {len(pool)} available: repeated to reach {n_texts})"
-    return BenchmarkSetup(model, tokenizer, examples, model_source, text_source, task)
+    return BenchmarkSetup(model, tokenizer, examples, model_source, text_source, task,
+                          classifier_dir if use_pipeline else None)
 
 
 def describe_texts(examples: pd.DataFrame) -> str:

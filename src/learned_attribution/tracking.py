@@ -8,8 +8,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
 
 logger = logging.getLogger(__name__)
@@ -52,10 +53,30 @@ def _probe_sqlite_write(uri: str) -> None:
         engine.dispose()
 
 
+@contextmanager
+def _quick_http_probe(uri: str) -> Iterator[None]:
+    """For a tracking server, one short attempt instead of MLflow's minutes of retries with back-off, so a
+    server that is down stops the run at its start in seconds."""
+    if urlparse(uri).scheme not in ("http", "https"):
+        yield
+        return
+    saved = {key: os.environ.get(key) for key in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
+    os.environ.update({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"})
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def check_store(uri: str) -> None:
     """Raise `TrackingStoreError` (one line naming `mlflow.tracking_uri` and the path) unless the store is
     reachable and writable: for SQLite the database's folder must exist (MLflow would otherwise fail deep
-    inside SQLAlchemy, or silently create a store elsewhere) and the file be writable."""
+    inside SQLAlchemy, or silently create a store elsewhere) and the file be writable; a tracking server
+    (http/https) or a PostgreSQL database (postgresql+psycopg://) must answer."""
     from mlflow.tracking import MlflowClient
 
     database = _sqlite_path(uri)
@@ -68,7 +89,8 @@ def check_store(uri: str) -> None:
         if not os.access(target, os.W_OK):
             raise TrackingStoreError(f"{PARAMETER}={uri}: {target} is not writable")
     try:
-        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        with _quick_http_probe(uri):
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
         if database is not None:
             _probe_sqlite_write(uri)
     except Exception as error:  # noqa: BLE001 - any store failure becomes one clear line

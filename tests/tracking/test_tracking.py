@@ -37,6 +37,22 @@ def test_a_good_store_passes_and_the_environment_wins(tmp_path, monkeypatch):
     assert tracking.resolve_tracking_uri("sqlite:///param.db") == uri
 
 
+def test_a_tracking_server_that_does_not_answer_stops_the_run_within_seconds(monkeypatch):
+    import os
+    import time
+
+    with socket.socket() as probe:  # a loopback port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    started = time.monotonic()
+    with pytest.raises(tracking.TrackingStoreError, match=rf"^mlflow.tracking_uri=http://127.0.0.1:{port}: the "
+                                                          r"MLflow store cannot be used") as error:
+        tracking.check_store(f"http://127.0.0.1:{port}")
+    assert time.monotonic() - started < 30 and "\n" not in str(error.value)
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # the probe's settings are put back
+
+
 def test_experiments_are_model_training_experiments(tmp_path):
     client = MlflowClient(f"sqlite:///{tmp_path}/m.db")
     first = tracking.experiment_id(client, "crosstask")

@@ -1,0 +1,143 @@
+"""Distributed attribution on a real 2-worker Dask LocalCluster (distributed.py): the same scores as in process,
+in example order, the classifier loaded once per worker from its folder, failures listed per example, and the
+fold's explain/faithfulness functions switched to Dask by `compute.dask`."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from learned_attribution.distributed import (DaskSettings, dask_client, explain_on_dask, faithfulness_on_dask,
+                                             worker_classifier)
+from learned_attribution.evaluation import explain_examples, explain_rationale_set, sample_faithfulness
+from learned_attribution.explain import load_classifier
+from learned_attribution.explainers import build_explainer
+from learned_attribution.metrics.faithfulness import faithfulness
+from learned_attribution.models import artifacts
+
+METHODS = {"lime": {"n_samples": 30, "seed": 0}, "kernel_shap": {"n_samples": 30, "seed": 1},
+           "integrated_gradients": {"n_steps": 4}, "occlusion": {}, "saliency": {}}
+TEXTS = [["the", "movie", "is", "great"], ["a", "bad", "film"], ["so", "boring", "and", "slow", "."],
+         ["fun", "story"], ["this", "plot", "was", "very", "dull"], ["love", "it", "!"],
+         ["not", "good", ",", "not", "funny"], ["the", "actors", "are", "sharp", "and", "funny"],
+         ["sad", "end"], ["it", "is", "a", "slow", "but", "good", "story"], ["hate", "this"],
+         ["very", "fun", "movie"]]
+
+
+def _examples(classifier, texts=TEXTS) -> pd.DataFrame:
+    rows = []
+    for index, words in enumerate(texts):
+        ids = classifier.tokenizer(words, is_split_into_words=True)["input_ids"]
+        labels = [-100] + [int(i % 2 == 0) for i in range(len(ids) - 2)] + [-100]
+        rows.append({"example_id": f"x{index:02d}", "role": "rationale_test", "input_ids": ids, "token_labels": labels,
+                     "label": 1, "predicted": index % 2, "correct": index % 2 == 1})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    settings = DaskSettings("local", n_workers=2, threads_per_worker=1, batches_per_task=1, retries=0)
+    with dask_client(settings) as client:
+        yield client, settings
+
+
+@pytest.fixture
+def classifier(classifier_writer, tmp_path):
+    return load_classifier(classifier_writer(tmp_path / "classifier", seed=3))
+
+
+def test_settings_are_off_by_default_and_checked():
+    assert DaskSettings.from_params(None) is None and DaskSettings.from_params({"dask": {"address": None}}) is None
+    parsed = DaskSettings.from_params({"dask": {"address": "tcp://10.0.0.5:8786", "methods": ["lime"]}})
+    assert parsed.address == "tcp://10.0.0.5:8786" and parsed.methods == ("lime",) and parsed.n_workers == 2
+    for bad, message in (({"address": "nowhere"}, "compute.dask.address"), ({"address": "local", "n_workers": 0},
+                         "compute.dask.n_workers"), ({"address": "local", "retries": -1}, "compute.dask.retries"),
+                         ({"address": "local", "workers": 2}, r"unknown parameters compute.dask")):
+        with pytest.raises(ValueError, match=message):
+            DaskSettings.from_params({"dask": bad})
+
+
+def test_two_workers_give_the_in_process_scores_in_example_order(cluster, classifier):
+    client, settings = cluster
+    examples = _examples(classifier)
+    local = explain_examples(classifier.model, classifier.tokenizer, examples,
+                             {name: build_explainer(name, **s) for name, s in METHODS.items()}, batch_size=3)
+    remote = explain_on_dask(client, classifier, "cpu", examples, METHODS, 3, settings)
+    assert local.failures.empty and remote.failures.empty
+    assert list(zip(remote.scores["method"], remote.scores["example_id"])) == \
+        list(zip(local.scores["method"], local.scores["example_id"]))
+    for mine, theirs in zip(local.scores["scores"], remote.scores["scores"]):
+        np.testing.assert_allclose(theirs, mine, rtol=1e-5, atol=1e-6)
+    assert set(remote.seconds) == set(METHODS)
+    # Each worker loaded the classifier once, from its folder (not a copy shipped with every task).
+    loaded = client.run(lambda: [key[0] for key in importlib.import_module("learned_attribution.distributed")
+                                 ._WORKER_CLASSIFIERS])
+    assert len(loaded) == 2
+    for paths in loaded.values():
+        assert paths.count(str(classifier.path.resolve())) == 1
+
+
+def test_faithfulness_on_workers_matches_in_process(cluster, classifier):
+    client, settings = cluster
+    examples = _examples(classifier)
+    rng = np.random.default_rng(0)
+    ids = [list(i) for i in examples["input_ids"]]
+    scores = [rng.random(len(i) - 2) for i in ids]
+    target = examples["predicted"].tolist()
+    local = faithfulness(classifier.model, ids, scores, target, fractions=(0.2, 0.5), batch_size=4,
+                         pad_token_id=classifier.tokenizer.pad_token_id)
+    remote = faithfulness_on_dask(client, classifier, "cpu", ids, scores, target, (0.2, 0.5), 4, settings)
+    assert list(remote["example"]) == list(range(len(ids)))
+    pd.testing.assert_frame_equal(remote, local, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failing_example_is_listed_and_the_others_are_explained(cluster, classifier):
+    client, settings = cluster
+    examples = _examples(classifier)
+    broken = examples.copy()
+    broken.at[4, "input_ids"] = [*broken.at[4, "input_ids"][:-1], 999, broken.at[4, "input_ids"][-1]]  # off the vocabulary
+    broken.at[4, "token_labels"] = [*broken.at[4, "token_labels"][:-1], 0, -100]
+    local = explain_examples(classifier.model, classifier.tokenizer, broken, {"occlusion": build_explainer("occlusion")},
+                             batch_size=3)
+    remote = explain_on_dask(client, classifier, "cpu", broken, {"occlusion": {}}, 3, settings)
+    assert remote.failures["example_id"].tolist() == local.failures["example_id"].tolist() == ["x04"]
+    assert "IndexError" in remote.failures["error"].iloc[0]
+    assert sorted(remote.scores["example_id"]) == sorted(set(examples["example_id"]) - {"x04"})
+
+
+def test_a_fold_with_dask_set_scores_every_example_like_in_process(tiny_models_dir):
+    classifier = load_classifier(tiny_models_dir / "classifier_sst2")
+    predictions = _examples(classifier, TEXTS[:6])
+    fold = tiny_models_dir / "heldout_sst2"
+    paper, plus = artifacts.load_explainer(fold / "expnet_paper"), artifacts.load_explainer(fold / "expnet_plus")
+    params = {"layer": -1, "batch_size": 2, "max_test_examples": None, "expensive": ["lime"],
+              "expensive_sample_size": None, "baselines": {"raw_attention": {}, "lime": {"n_samples": 20, "seed": 0}},
+              "faithfulness": {"fractions": [0.5], "batch_size": 4}}
+    compute = {"device": "cpu", "dask": {"address": "local", "n_workers": 2, "threads_per_worker": 1}}
+    local, _, _ = explain_rationale_set(classifier, predictions, paper, plus, params, seed=0)
+    remote, failures, cost = explain_rationale_set(classifier, predictions, paper, plus, params, seed=0,
+                                                   compute=compute)
+    assert failures.empty and remote["in_sample"].all()
+    assert remote.groupby("method")["example_id"].nunique().to_dict() == {"expnet_plus": 6, "expnet_paper": 6,
+                                                                          "raw_attention": 6, "lime": 6}
+    assert cost.set_index("method").at["lime", "ran"] == "dask LocalCluster 2x1"
+    assert cost.set_index("method").at["raw_attention", "ran"] == "in process (cpu)"
+    key = ["method", "example_id"]
+    merged = local.merge(remote, on=key, suffixes=("_local", "_dask"))
+    assert len(merged) == len(local) == len(remote)
+    for mine, theirs in zip(merged["scores_local"], merged["scores_dask"]):
+        np.testing.assert_allclose(theirs, mine, rtol=1e-5, atol=1e-6)
+    in_process = sample_faithfulness(classifier, remote, predictions, params["faithfulness"])
+    on_dask = sample_faithfulness(classifier, remote, predictions, params["faithfulness"], compute)
+    pd.testing.assert_frame_equal(on_dask.drop(columns="example"), in_process.drop(columns="example"),
+                                  rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="compute.dask.methods names .*expnet_plus"):
+        explain_rationale_set(classifier, predictions, paper, plus, params, seed=0,
+                              compute={"dask": {"address": "local", "methods": ["expnet_plus"]}})
+
+
+def test_worker_classifier_is_cached_per_folder_and_device(classifier):
+    first = worker_classifier(str(classifier.path), "cpu")
+    assert worker_classifier(str(classifier.path), "cpu") is first
