@@ -23,8 +23,10 @@ dataset on shared storage. Distributing inside those nodes gives the example-lev
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +92,7 @@ def dask_client(settings: DaskSettings) -> Iterator[Any]:
     cluster = None
     if settings.address == "local":
         cluster = LocalCluster(n_workers=settings.n_workers, threads_per_worker=settings.threads_per_worker,
-                               processes=True, dashboard_address=None)
+                               processes=True, dashboard_address=":0")
         client = Client(cluster)
     else:
         try:
@@ -176,6 +178,7 @@ def classifier_folder(classifier) -> str:
     if classifier.path is not None:
         return str(Path(classifier.path).resolve())
     folder = Path(tempfile.mkdtemp(prefix="learned_attribution_classifier_"))
+    weakref.finalize(classifier, shutil.rmtree, folder, True)  # removed with the classifier (or at exit)
     classifier.model.save_pretrained(folder)
     classifier.tokenizer.save_pretrained(folder)
     classifier.path = folder

@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.models.expnet_plus import (GatedExpNet, TrainingSettings, Variant, fit_variant,
-                                                    head_of_columns, pairwise_ranking_loss, pseudo_rationales,
+from learned_attribution.models.expnet_plus import (ANCHOR_SCALE, GatedExpNet, TrainingSettings, Variant,
+                                                    anchor_offsets, fit_variant, head_of_columns,
+                                                    mean_example_auroc, pairwise_ranking_loss, pseudo_rationales,
                                                     select_variant, validation_auroc)
 
 # the columns self-training's pseudo-rationales read are among them
@@ -91,7 +92,9 @@ def test_held_out_labels_never_change_selection_or_training():
     for the held-out classifier reads its signals, never its labels (self-training included)."""
     tasks = {"a": task_parts("a", 1), "b": task_parts("b", 2)}
     variants = [Variant("paper", standardise="global"), Variant("task_z", standardise="per_task"),
-                Variant("ranking_st", standardise="per_task", objective="pairwise", self_training=True)]
+                Variant("ranking_st", standardise="per_task", objective="pairwise", self_training=True),
+                Variant("anchored_st", standardise="per_task", objective="pairwise", self_training=True,
+                        anchor="layer_grad_norm", anchor_weight=0.5)]
     held_out = synthetic_task("c", 40, 3)
     poisoned = held_out.assign(token_label=1 - held_out["token_label"])
     train = pd.concat([tasks["a"]["train"], tasks["b"]["train"]])
@@ -142,3 +145,28 @@ def test_within_example_z_known_answer():
     np.testing.assert_allclose(out[:2, 0], [-1.0, 1.0], atol=1e-5)  # mean 2, population std 1
     np.testing.assert_allclose(out[:2, 1], [0.0, 0.0], atol=1e-5)  # constant within the example
     np.testing.assert_allclose(out[2], [0.0, 0.0], atol=1e-5)  # a one-token example
+
+
+def test_anchor_offsets_known_answer():
+    offsets = anchor_offsets(np.array([3.0, 1.0, 2.0, 5.0, 7.0, 7.0]), np.array(["a", "a", "a", "b", "c", "c"]))
+    half = ANCHOR_SCALE / 2
+    np.testing.assert_allclose(offsets, [half, -half, 0.0, 0.0, 0.0, 0.0])  # one token: centre; ties: averaged
+
+
+def test_an_anchor_alone_ranks_like_its_signal_and_a_residual_is_trained_on_top():
+    a, b = task_parts("a", 1), task_parts("b", 2)
+    stats = {"a": a["unlabeled"], "b": b["unlabeled"]}
+    gold = [g["token_label"].to_numpy() for _, g in b["val"].groupby("example_id", sort=False)]
+    anchor_auroc = mean_example_auroc([g[COLUMNS[0]].to_numpy() for _, g in b["val"].groupby("example_id", sort=False)],
+                                      gold)
+    alone = fit_variant(Variant("anchor", anchor=COLUMNS[0], anchor_weight=0.0), a["train"], a["val"], b["unlabeled"],
+                        stats, COLUMNS, 0.3, 2, FAST)
+    assert alone.history == [] and validation_auroc(alone, b["val"]) == pytest.approx(anchor_auroc, abs=1e-12)
+    residual = fit_variant(Variant("anchored", standardise="per_task", objective="pairwise", anchor=COLUMNS[0]),
+                           a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3, 2, FAST)
+    assert residual.history and validation_auroc(residual, b["val"]) > 0.75
+    with pytest.raises(ValueError, match="anchor 'afn_norm_l0' is not among its input columns"):
+        fit_variant(Variant("bad", anchor="afn_norm_l0"), a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3,
+                    2, FAST)
+    with pytest.raises(ValueError, match="anchor_weight needs an anchor column"):
+        Variant("bad", anchor_weight=0.5)

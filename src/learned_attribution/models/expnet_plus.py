@@ -11,6 +11,10 @@ the objective, and three ideas for transfer to an unseen task's classifier:
   signals (raw attention, attention x gradient, layer-gradient norm) agree, trained on as a third task.
 - `example_z`: every input z-scored within its example first (the scores are judged by how they rank the
   tokens of one example, so what matters is how a token stands out from its neighbours).
+- `anchor` (issue 10): an anchored residual. The score is a fixed anchor, one signal column rank-normalised
+  within the example (e.g. `embedding_grad_norm`, the saliency baseline's score), plus `anchor_weight` x
+  the network's output, which is trained as a residual on top of the anchor. `anchor_weight: 0` is the
+  anchor itself, so a selection that includes it can only lose what its own validation noise costs.
 Objectives: `focal` (the paper's), `pairwise` (logistic loss on every rationale/non-rationale token pair
 of an example: a ranking objective, since explanations are judged by how they rank tokens) or both summed.
 
@@ -42,6 +46,8 @@ logger = logging.getLogger(__name__)
 STANDARDISE = ("global", "per_task")
 OBJECTIVES = ("focal", "pairwise", "focal+pairwise")
 PSEUDO_TASK = "pseudo"
+ANCHOR_COLUMN = "__anchor__"
+ANCHOR_SCALE = 4.0  # the anchor's logit range: comparable to what the residual network learns
 
 
 @dataclass(frozen=True)
@@ -54,9 +60,15 @@ class Variant:
     gating: bool = False
     self_training: bool = False
     example_z: bool = False
+    anchor: str | None = None  # a signal column the learned residual is added to (rank-normalised per example)
+    anchor_weight: float = 1.0  # weight of the residual at prediction (0: the anchor alone)
 
     def __post_init__(self) -> None:
         where = f"expnet_plus variant {self.name!r}"
+        if self.anchor is None and self.anchor_weight != 1.0:
+            raise ValueError(f"{where}: anchor_weight needs an anchor column")
+        if not 0.0 <= float(self.anchor_weight) <= 1.0:
+            raise ValueError(f"{where}: anchor_weight={self.anchor_weight!r} must be in [0, 1]")
         unknown = set(self.feature_sets) - set(FEATURE_SETS)
         if not self.feature_sets or unknown:
             raise ValueError(f"{where}: feature_sets {list(self.feature_sets)} must be a non-empty subset of "
@@ -78,6 +90,8 @@ class Variant:
     def describe(self) -> str:
         parts = ["+".join(self.feature_sets), f"{self.standardise} z", self.objective]
         parts += [flag for flag in ("example_z", "balance", "gating", "self_training") if getattr(self, flag)]
+        if self.anchor:
+            parts.append(f"anchored on {self.anchor} + {self.anchor_weight:g} x residual")
         return ", ".join(parts)
 
 
@@ -161,12 +175,14 @@ class Examples:
     tasks: np.ndarray
     example_ids: np.ndarray
     weights: np.ndarray | None = None
+    offsets: torch.Tensor | None = None  # [N] fixed logit offsets (the anchor term), None: no anchor
 
     def __len__(self) -> int:
         return len(self.starts)
 
-    def padded(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Examples `index` as [B, T, F] features, [B, T] labels and [B, T] mask."""
+    def padded(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Examples `index` as [B, T, F] features, [B, T] labels, [B, T] mask and [B, T] offsets (0 without
+        an anchor)."""
         device = self.features.device
         lengths = torch.as_tensor(self.lengths[index], device=device)
         width = int(lengths.max())
@@ -174,7 +190,8 @@ class Examples:
         mask = offsets < lengths[:, None]
         rows = torch.as_tensor(self.starts[index], device=device)[:, None] + offsets
         rows = torch.where(mask, rows, torch.zeros_like(rows))
-        return self.features[rows], self.labels[rows] * mask, mask
+        offsets = torch.zeros(rows.shape, device=device) if self.offsets is None else self.offsets[rows] * mask
+        return self.features[rows], self.labels[rows] * mask, mask, offsets
 
     def split_scores(self, scores: np.ndarray) -> list[np.ndarray]:
         return [scores[s:s + n] for s, n in zip(self.starts, self.lengths)]
@@ -202,8 +219,28 @@ def group_examples(table: pd.DataFrame, columns: Sequence[str], mean: dict | np.
     if len(np.unique(example_ids)) != len(example_ids):
         raise ValueError("token rows of an example must be contiguous (sort by example_id, position)")
     labels = table[label_column].to_numpy(np.float32) if label_column in table else np.zeros(len(table), np.float32)
+    offsets = torch.as_tensor(table[ANCHOR_COLUMN].to_numpy(np.float32)) if ANCHOR_COLUMN in table else None
     return Examples(torch.as_tensor(features), torch.as_tensor(labels), boundaries, lengths,
-                    table["task"].to_numpy()[boundaries], example_ids, np.ones(len(boundaries)))
+                    table["task"].to_numpy()[boundaries], example_ids, np.ones(len(boundaries)), offsets)
+
+
+def anchor_offsets(values: np.ndarray, example_ids: np.ndarray) -> np.ndarray:
+    """The anchor term: `values` rank-normalised within each example (lowest 0, highest 1, ties averaged; a
+    one-token example 0.5), centred and scaled to logits in [-ANCHOR_SCALE/2, ANCHOR_SCALE/2]. Monotone in the
+    values within an example, so the anchor alone ranks tokens exactly as its signal does."""
+    series = pd.Series(np.asarray(values, dtype=np.float64))
+    groups = series.groupby(np.asarray(example_ids), sort=False)
+    ranks = groups.rank(method="average") - 1
+    sizes = groups.transform("size") - 1
+    normalised = np.where(sizes > 0, ranks / sizes.clip(lower=1), 0.5)
+    return (ANCHOR_SCALE * (normalised - 0.5)).astype(np.float32)
+
+
+def with_anchor(table: pd.DataFrame, anchor: str) -> pd.DataFrame:
+    """`table` with the anchor term of column `anchor` (per example) as `ANCHOR_COLUMN`."""
+    if anchor not in table:
+        raise ValueError(f"anchor column {anchor!r} is not among the signal columns")
+    return table.assign(**{ANCHOR_COLUMN: anchor_offsets(table[anchor].to_numpy(), table["example_id"].to_numpy())})
 
 
 def within_example_z(values: np.ndarray, example_ids: np.ndarray) -> np.ndarray:
@@ -281,13 +318,18 @@ class ExpNetPlus:
         """Token probabilities for raw signals [N, len(columns)] of the target classifier; `example_ids`
         (one per row) are needed by `example_z` variants."""
         features = np.asarray(features, np.float32)
+        if (self.variant.example_z or self.variant.anchor) and example_ids is None:
+            raise ValueError(f"ExpNet+ variant {self.variant.name!r} reads whole examples: pass example_ids")
+        offsets = 0.0
+        if self.variant.anchor:
+            offsets = torch.as_tensor(anchor_offsets(features[:, self.columns.index(self.variant.anchor)],
+                                                     example_ids))
         if self.variant.example_z:
-            if example_ids is None:
-                raise ValueError(f"ExpNet+ variant {self.variant.name!r} z-scores within examples: pass example_ids")
             features = within_example_z(features, example_ids)
         with torch.inference_mode():
             x = torch.as_tensor((features - self.target_mean) / self.target_std)
-            return torch.sigmoid(self.net(x)).numpy()
+            residual = self.net(x) if self.variant.anchor_weight else torch.zeros(len(x))
+            return torch.sigmoid(offsets + self.variant.anchor_weight * residual).numpy()
 
     def gates(self) -> dict[str, float]:
         gates = self.net.gates()
@@ -299,9 +341,9 @@ def mean_example_auroc(scores: list[np.ndarray], gold: list[np.ndarray]) -> floa
     return float(np.mean(values)) if values else float("nan")
 
 
-def _objective(net: GatedExpNet, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor,
-               variant: Variant, settings: TrainingSettings) -> torch.Tensor:
-    logits = net(x)
+def _objective(net: GatedExpNet, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, offsets: torch.Tensor,
+               weights: torch.Tensor, variant: Variant, settings: TrainingSettings) -> torch.Tensor:
+    logits = net(x) + offsets  # the residual is trained on top of the anchor (offsets 0 without one)
     loss = torch.zeros((), device=logits.device)
     if "focal" in variant.objective:
         token_weights = weights[:, None].expand_as(mask)[mask]
@@ -326,6 +368,11 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
     target = target.drop(columns=["token_label"], errors="ignore")
     target_task = target["task"].iloc[0]
     columns = list(columns)
+    if variant.anchor:
+        if variant.anchor not in columns:
+            raise ValueError(f"expnet_plus variant {variant.name!r}: anchor {variant.anchor!r} is not among its input "
+                             f"columns (add its feature set)")
+        train, val, target = (with_anchor(t, variant.anchor) for t in (train, val, target))
     if variant.self_training:
         pseudo = pseudo_rationales(target, rho, n_heads).assign(task=PSEUDO_TASK)
         train = pd.concat([train, pseudo], ignore_index=True)
@@ -354,23 +401,27 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
                        n_pseudo_examples=int(counts[tasks == PSEUDO_TASK].sum()))
     weights_all = torch.as_tensor(train_examples.weights, dtype=torch.float32, device=device)
     train_examples.features, train_examples.labels = train_examples.features.to(device), train_examples.labels.to(device)
+    if train_examples.offsets is not None:
+        train_examples.offsets = train_examples.offsets.to(device)
     val_features = val_examples.features.to(device)
+    val_offsets = torch.zeros(len(val_features)) if val_examples.offsets is None else val_examples.offsets
     best, best_state, waited = -np.inf, None, 0
-    for epoch in range(1, settings.max_epochs + 1):
+    # anchor_weight 0 is the anchor alone: nothing to train.
+    for epoch in range(1, (settings.max_epochs if variant.anchor_weight else 0) + 1):
         net.train()
         order = rng.permutation(len(train_examples))
         total = 0.0
         for start in range(0, len(order), settings.examples_per_batch):
             index = order[start:start + settings.examples_per_batch]
-            x, y, mask = train_examples.padded(index)
-            loss = _objective(net, x, y, mask, weights_all[index], variant, settings)
+            x, y, mask, offsets = train_examples.padded(index)
+            loss = _objective(net, x, y, mask, offsets, weights_all[index], variant, settings)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             total += loss.item() * len(index)
         net.eval()
         with torch.inference_mode():
-            val_scores = net(val_features).cpu().numpy()
+            val_scores = (net(val_features).cpu() + val_offsets).numpy()
         val_auroc = mean_example_auroc(val_examples.split_scores(val_scores), val_examples.gold())
         model.history.append({"epoch": epoch, "train_loss": total / len(order), "val_auroc": val_auroc})
         if val_auroc > best:
@@ -379,10 +430,12 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
             waited += 1
             if waited >= settings.patience:
                 break
-    net.load_state_dict(best_state)
+    if best_state is not None:
+        net.load_state_dict(best_state)
     net.cpu().eval()
     with torch.inference_mode():
-        val_probabilities = torch.sigmoid(net(val_examples.features)).numpy()
+        residual = net(val_examples.features) if variant.anchor_weight else torch.zeros(len(val_offsets))
+        val_probabilities = torch.sigmoid(val_offsets + variant.anchor_weight * residual).numpy()
     model.calibrated_threshold = calibrate_threshold(val_examples.split_scores(val_probabilities), val_examples.gold())
     logger.info("ExpNet+ %s: best epoch %d of %d, validation AUROC %.4f", variant.name, model.best_epoch,
                 len(model.history), best)
