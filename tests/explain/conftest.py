@@ -85,3 +85,23 @@ def tiny_models_dir(tmp_path) -> Path:
 def classifier_writer():
     """Factory fixture: `classifier_writer(folder, seed=0, **config_overrides) -> folder` (see write_classifier)."""
     return write_classifier
+
+
+def rationale_predictions(tokenizer, texts: list[list[str]]):
+    """Rationale test rows as `predict_examples` writes them: every other token a rationale token, label 1,
+    predicted class alternating 0/1 (so half are correct)."""
+    import pandas as pd
+
+    rows = []
+    for index, words in enumerate(texts):
+        ids = tokenizer(words, is_split_into_words=True)["input_ids"]
+        labels = [-100] + [int(i % 2 == 0) for i in range(len(ids) - 2)] + [-100]
+        rows.append({"example_id": f"x{index}", "role": "rationale_test", "input_ids": ids, "token_labels": labels,
+                     "label": 1, "predicted": index % 2, "correct": index % 2 == 1})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def rationale_rows():
+    """Factory fixture: `rationale_rows(tokenizer, texts) -> predictions` (see rationale_predictions)."""
+    return rationale_predictions

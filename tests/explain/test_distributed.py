@@ -26,16 +26,6 @@ TEXTS = [["the", "movie", "is", "great"], ["a", "bad", "film"], ["so", "boring",
          ["very", "fun", "movie"]]
 
 
-def _examples(classifier, texts=TEXTS) -> pd.DataFrame:
-    rows = []
-    for index, words in enumerate(texts):
-        ids = classifier.tokenizer(words, is_split_into_words=True)["input_ids"]
-        labels = [-100] + [int(i % 2 == 0) for i in range(len(ids) - 2)] + [-100]
-        rows.append({"example_id": f"x{index:02d}", "role": "rationale_test", "input_ids": ids, "token_labels": labels,
-                     "label": 1, "predicted": index % 2, "correct": index % 2 == 1})
-    return pd.DataFrame(rows)
-
-
 @pytest.fixture(scope="module")
 def cluster():
     settings = DaskSettings("local", n_workers=2, threads_per_worker=1, batches_per_task=1, retries=0)
@@ -46,6 +36,11 @@ def cluster():
 @pytest.fixture
 def classifier(classifier_writer, tmp_path):
     return load_classifier(classifier_writer(tmp_path / "classifier", seed=3))
+
+
+@pytest.fixture
+def examples(classifier, rationale_rows):
+    return rationale_rows(classifier.tokenizer, TEXTS)
 
 
 def test_settings_are_off_by_default_and_checked():
@@ -59,9 +54,8 @@ def test_settings_are_off_by_default_and_checked():
             DaskSettings.from_params({"dask": bad})
 
 
-def test_two_workers_give_the_in_process_scores_in_example_order(cluster, classifier):
+def test_two_workers_give_the_in_process_scores_in_example_order(cluster, classifier, examples):
     client, settings = cluster
-    examples = _examples(classifier)
     local = explain_examples(classifier.model, classifier.tokenizer, examples,
                              {name: build_explainer(name, **s) for name, s in METHODS.items()}, batch_size=3)
     remote = explain_on_dask(client, classifier, "cpu", examples, METHODS, 3, settings)
@@ -79,9 +73,8 @@ def test_two_workers_give_the_in_process_scores_in_example_order(cluster, classi
         assert paths.count(str(classifier.path.resolve())) == 1
 
 
-def test_faithfulness_on_workers_matches_in_process(cluster, classifier):
+def test_faithfulness_on_workers_matches_in_process(cluster, classifier, examples):
     client, settings = cluster
-    examples = _examples(classifier)
     rng = np.random.default_rng(0)
     ids = [list(i) for i in examples["input_ids"]]
     scores = [rng.random(len(i) - 2) for i in ids]
@@ -93,23 +86,22 @@ def test_faithfulness_on_workers_matches_in_process(cluster, classifier):
     pd.testing.assert_frame_equal(remote, local, rtol=1e-5, atol=1e-6)
 
 
-def test_a_failing_example_is_listed_and_the_others_are_explained(cluster, classifier):
+def test_a_failing_example_is_listed_and_the_others_are_explained(cluster, classifier, examples):
     client, settings = cluster
-    examples = _examples(classifier)
     broken = examples.copy()
     broken.at[4, "input_ids"] = [*broken.at[4, "input_ids"][:-1], 999, broken.at[4, "input_ids"][-1]]  # off the vocabulary
     broken.at[4, "token_labels"] = [*broken.at[4, "token_labels"][:-1], 0, -100]
     local = explain_examples(classifier.model, classifier.tokenizer, broken, {"occlusion": build_explainer("occlusion")},
                              batch_size=3)
     remote = explain_on_dask(client, classifier, "cpu", broken, {"occlusion": {}}, 3, settings)
-    assert remote.failures["example_id"].tolist() == local.failures["example_id"].tolist() == ["x04"]
+    assert remote.failures["example_id"].tolist() == local.failures["example_id"].tolist() == ["x4"]
     assert "IndexError" in remote.failures["error"].iloc[0]
-    assert sorted(remote.scores["example_id"]) == sorted(set(examples["example_id"]) - {"x04"})
+    assert sorted(remote.scores["example_id"]) == sorted(set(examples["example_id"]) - {"x4"})
 
 
-def test_a_fold_with_dask_set_scores_every_example_like_in_process(tiny_models_dir):
+def test_a_fold_with_dask_set_scores_every_example_like_in_process(tiny_models_dir, rationale_rows):
     classifier = load_classifier(tiny_models_dir / "classifier_sst2")
-    predictions = _examples(classifier, TEXTS[:6])
+    predictions = rationale_rows(classifier.tokenizer, TEXTS[:6])
     fold = tiny_models_dir / "heldout_sst2"
     paper, plus = artifacts.load_explainer(fold / "expnet_paper"), artifacts.load_explainer(fold / "expnet_plus")
     params = {"layer": -1, "batch_size": 2, "max_test_examples": None, "expensive": ["lime"],

@@ -32,18 +32,12 @@ def test_the_best_baseline_ignores_learned_methods_floors_and_sample_only_method
 
 
 @pytest.fixture
-def rationale_set(tiny_models_dir):
+def rationale_set(tiny_models_dir, rationale_rows):
     classifier = load_classifier(tiny_models_dir / "classifier_sst2")
     texts = [["the", "movie", "is", "great"], ["a", "bad", "film"], ["so", "boring", "and", "slow", "."],
              ["fun", "story"]]
-    rows = []
-    for index, words in enumerate(texts):
-        ids = classifier.tokenizer(words, is_split_into_words=True)["input_ids"]
-        labels = [-100] + [int(i % 2 == 0) for i in range(len(ids) - 2)] + [-100]
-        rows.append({"example_id": f"x{index}", "role": "rationale_test", "input_ids": ids, "token_labels": labels,
-                     "label": 1, "predicted": index % 2, "correct": index % 2 == 1})
     fold = tiny_models_dir / "heldout_sst2"
-    return (classifier, pd.DataFrame(rows), artifacts.load_explainer(fold / "expnet_paper"),
+    return (classifier, rationale_rows(classifier.tokenizer, texts), artifacts.load_explainer(fold / "expnet_paper"),
             artifacts.load_explainer(fold / "expnet_plus"))
 
 
