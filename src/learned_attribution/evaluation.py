@@ -286,11 +286,62 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
     scores = pd.concat([r.scores for r in runs], ignore_index=True).merge(gold.drop(columns="token_labels"),
                                                                         on="example_id")
     n_explained = scores.groupby("method")["example_id"].nunique()
+    forward_seconds = timed_forward(classifier, examples, params["batch_size"])
     cost = pd.DataFrame([{"method": m, "n_examples": int(n_explained.get(m, 0)), "seconds": s,
                           "examples_per_second": n_explained.get(m, 0) / s if s else np.nan, "ran": where[m]}
-                         for r in runs for m, s in r.seconds.items()])
+                         for r in runs for m, s in r.seconds.items()]
+                        + [{"method": FORWARD, "n_examples": len(examples), "seconds": forward_seconds,
+                            "examples_per_second": len(examples) / forward_seconds,
+                            "ran": f"in process ({place.device})"}])
+    cost["ratio_to_forward"] = cost["examples_per_second"] / (len(examples) / forward_seconds)
     failures = pd.concat([r.failures for r in runs], ignore_index=True)
     return scores, failures, cost
+
+
+FORWARD = "forward"  # the cost table's reference row: a plain classification pass over the same examples
+
+
+def timed_forward(classifier, examples: pd.DataFrame, batch_size: int) -> float:
+    """Seconds of a plain classification pass (logits only, the explainers' batches) over `examples`: the
+    reference of the cost table's `ratio_to_forward`."""
+    from learned_attribution.models.runner import predict_proba
+
+    started = time.perf_counter()
+    predict_proba(classifier.model, list(examples["input_ids"]), batch_size, classifier.tokenizer.pad_token_id)
+    return time.perf_counter() - started
+
+
+def pareto_frontier(cost: Sequence[float], quality: Sequence[float]) -> np.ndarray:
+    """True where no other point is at least as cheap-to-run (higher `cost` = throughput ratio, faster) and at
+    least as good (higher `quality`) and strictly better in one of them."""
+    cost, quality = np.asarray(cost, dtype=float), np.asarray(quality, dtype=float)
+    dominated = ((cost[None, :] >= cost[:, None]) & (quality[None, :] >= quality[:, None])
+                 & ((cost[None, :] > cost[:, None]) | (quality[None, :] > quality[:, None])))
+    return ~dominated.any(axis=1)
+
+
+def cost_plausibility(metrics: pd.DataFrame, cost: pd.DataFrame) -> pd.DataFrame:
+    """One row per explained method: its throughput as a ratio to a plain forward pass (`cost`), its matched
+    AUROC with the 95% interval on the examples it explained (`all`, or the expensive methods' `sample`), and
+    whether it is on the Pareto frontier among the methods run on every example."""
+    cost = cost[cost["method"] != FORWARD].set_index("method")
+    matched = metrics[metrics["rule"] == "matched"]
+    rows = []
+    for method in cost.index:
+        everywhere = matched[(matched["method"] == method) & (matched["subset"] == "all")]
+        on_all = bool(len(everywhere)) and everywhere["n_examples"].iloc[0] == matched.loc[
+            matched["subset"] == "all", "n_examples"].max()
+        row = everywhere if on_all else matched[(matched["method"] == method) & (matched["subset"] == "sample")]
+        if not len(row):
+            continue
+        rows.append({"method": method, "family": row["family"].iloc[0], "ratio_to_forward": cost.at[method,
+                     "ratio_to_forward"], "auroc": row["auroc"].iloc[0], "auroc_low": row["auroc_low"].iloc[0],
+                     "auroc_high": row["auroc_high"].iloc[0], "subset": "all" if on_all else "sample"})
+    table = pd.DataFrame(rows)
+    table["pareto"] = False
+    every = table["subset"] == "all"
+    table.loc[every, "pareto"] = pareto_frontier(table.loc[every, "ratio_to_forward"], table.loc[every, "auroc"])
+    return table
 
 
 def sample_faithfulness(classifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,

@@ -169,6 +169,8 @@ class MlflowFoldRunsHook:
             self._log_metrics(run_id, {f"budget/{k}": float(v) for k, v in data.items()})
         elif name == "metrics_plot":
             client.log_figure(run_id, data, "metrics.png")
+        elif name == "cost_plot":
+            client.log_figure(run_id, data, "cost_vs_plausibility.png")
         elif name == "heatmaps":
             client.log_text(run_id, data, "heatmaps.html")
         elif name == "expnet_history":

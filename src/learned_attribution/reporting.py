@@ -40,6 +40,30 @@ def metrics_bar_chart(metrics: pd.DataFrame, title: str) -> plt.Figure:
     return figure
 
 
+def cost_plausibility_chart(points: pd.DataFrame, title: str) -> plt.Figure:
+    """Throughput (ratio to a plain forward pass, log scale) against AUROC with its 95% interval, one point per
+    method (`evaluation.cost_plausibility`), the Pareto frontier of the methods run on every example as a
+    line; hollow points: AUROC on the expensive methods' sample only."""
+    figure, axis = plt.subplots(figsize=(8, 5.5))
+    for row in points.itertuples():
+        color = "tab:red" if row.family == "learned" else "tab:blue"
+        axis.errorbar(row.ratio_to_forward, row.auroc, yerr=[[row.auroc - row.auroc_low], [row.auroc_high - row.auroc]],
+                      fmt="o", color=color, mfc=color if row.subset == "all" else "white", capsize=2, ms=6)
+        axis.annotate(row.method, (row.ratio_to_forward, row.auroc), textcoords="offset points", xytext=(5, 3),
+                      fontsize=7)
+    front = points[points["pareto"]].sort_values("ratio_to_forward")
+    axis.plot(front["ratio_to_forward"], front["auroc"], color="black", linestyle="--", linewidth=1, marker="o",
+              ms=13, mfc="none", label="Pareto frontier (methods run on every example)")
+    axis.axvline(1.0, color="grey", linestyle=":", linewidth=1, label="a plain forward pass")
+    axis.set_xscale("log")
+    axis.set_xlabel("throughput, ratio to a plain forward pass (log; right = cheaper)")
+    axis.set_ylabel("AUROC per example (matched), 95% CI")
+    axis.set_title(title, fontsize=10)
+    axis.legend(loc="lower left", fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
 POSITIVE, NEGATIVE = "220,40,40", "40,80,220"
 PAGE_STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto} span{padding:1px 2px;border-radius:3px}"
               " td{padding:4px;vertical-align:top} .m{color:#555;white-space:nowrap} .none{color:#999}")

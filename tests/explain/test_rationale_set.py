@@ -4,8 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.evaluation import (best_baseline, expensive_sample, explain_rationale_set,
-                                            matched_baselines, sample_faithfulness, score_rationale_set)
+from learned_attribution.evaluation import (best_baseline, cost_plausibility, expensive_sample, explain_rationale_set,
+                                            matched_baselines, pareto_frontier, sample_faithfulness,
+                                            score_rationale_set)
 from learned_attribution.explain import load_classifier
 from learned_attribution.models import artifacts
 
@@ -51,7 +52,8 @@ def test_explaining_a_rationale_set_runs_every_method_and_the_expensive_ones_on_
     for row in scores.itertuples():
         assert len(row.scores) == len(row.gold) == len(predictions.set_index("example_id").at[row.example_id,
                                                                                                    "input_ids"]) - 2
-    assert set(cost["method"]) == set(counts) and (cost["examples_per_second"] > 0).all()
+    assert set(cost["method"]) == set(counts) | {"forward"} and (cost["examples_per_second"] > 0).all()
+    assert cost.set_index("method").at["forward", "ratio_to_forward"] == pytest.approx(1.0)
     faithful = sample_faithfulness(classifier, scores, predictions, SETTINGS["faithfulness"])
     assert len(faithful) == 2 * 4 and faithful["comprehensiveness"].between(-1, 1).all()
     with pytest.raises(ValueError, match="crosstask.expensive names methods that are not in crosstask.baselines"):
@@ -76,3 +78,26 @@ def test_scoring_known_answers(rationale_set):
     assert metrics.at[("oracle", "matched", "correct"), "n_examples"] == 2
     assert metrics.at[("oracle", "matched", "sample"), "comprehensiveness"] == 0.3
     assert {"all_tokens", "random"} <= set(metrics.index.get_level_values("method"))
+
+
+def test_pareto_frontier_known_answer():
+    # (throughput ratio, AUROC): b dominates c, a dominates d, a and e tie (neither strictly better).
+    ratio = [1.0, 0.5, 0.4, 0.9, 1.0]
+    auroc = [0.7, 0.8, 0.75, 0.6, 0.7]
+    assert pareto_frontier(ratio, auroc).tolist() == [True, True, False, False, True]
+
+
+def test_cost_plausibility_uses_each_methods_own_examples_and_keeps_sample_only_methods_off_the_frontier():
+    def row(method, family, subset, n, auroc):
+        return {"method": method, "family": family, "rule": "matched", "subset": subset, "n_examples": n,
+                "auroc": auroc, "auroc_low": auroc - 0.02, "auroc_high": auroc + 0.02}
+
+    metrics = pd.DataFrame([row("saliency", "gradient", "all", 100, 0.8), row("raw_attention", "attention", "all", 100, 0.7),
+                            row("expnet_plus", "learned", "all", 100, 0.75), row("lime", "perturbation", "all", 40, 0.9),
+                            row("lime", "perturbation", "sample", 40, 0.9), row("all_tokens", "floor", "all", 100, 0.5)])
+    cost = pd.DataFrame({"method": ["saliency", "raw_attention", "expnet_plus", "lime", "forward"],
+                         "ratio_to_forward": [0.4, 0.98, 0.9, 0.003, 1.0]})
+    points = cost_plausibility(metrics, cost).set_index("method")
+    assert points.loc["lime", "subset"] == "sample" and not points.loc["lime", "pareto"]
+    assert points["pareto"].to_dict() == {"saliency": True, "raw_attention": True, "expnet_plus": True, "lime": False}
+    assert "forward" not in points.index

@@ -31,6 +31,7 @@ def smoke_crosstask_outputs() -> list[Path]:
         SMOKE_DATA / "06_models" / f"heldout_{task}" / "fold.json",
         SMOKE_DATA / "07_model_output" / f"budget_{task}.json",
         SMOKE_DATA / "08_reporting" / "crosstask" / f"metrics_{task}.png",
+        SMOKE_DATA / "08_reporting" / "crosstask" / f"cost_{task}.png",
         SMOKE_DATA / "08_reporting" / "crosstask" / f"heatmaps_{task}.html")]
     return [SMOKE_DATA / "08_reporting" / "crosstask_metrics.csv", *per_task]
 

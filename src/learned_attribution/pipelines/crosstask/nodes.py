@@ -120,6 +120,17 @@ def plot_fold(metrics: pd.DataFrame, *, fold: str):
     return metrics_bar_chart(metrics, f"{fold}: explainers of the held-out classifier (all rationale test examples)")
 
 
+def plot_cost(fold_metrics: pd.DataFrame, explain_cost: pd.DataFrame, *, fold: str):
+    """Which explainer to pick: throughput (ratio to a plain forward pass, timed in the fold) against AUROC with
+    its interval for every method, with the Pareto frontier (PNG)."""
+    from learned_attribution.evaluation import cost_plausibility
+    from learned_attribution.reporting import cost_plausibility_chart
+
+    points = cost_plausibility(fold_metrics, explain_cost)
+    logger.info("%s: Pareto frontier (cost vs AUROC): %s", fold, ", ".join(points.loc[points["pareto"], "method"]))
+    return cost_plausibility_chart(points, f"{fold}: cost vs plausibility of every method")
+
+
 def heatmaps(token_scores: pd.DataFrame, predictions: pd.DataFrame, metrics: pd.DataFrame,
              classifier: TrainedClassifier, n_examples: int, seed: int, *, fold: str) -> str:
     """HTML token heatmaps for `n_examples` seeded test examples: gold, ExpNet+, the paper's ExpNet and the
