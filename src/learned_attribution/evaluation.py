@@ -269,17 +269,18 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
     sampled = examples[examples["example_id"].isin(sample)]
     where = {}
     runs = []
-    for subset, rows in (("all", examples), ("sample", sampled)):
-        local = {n: e for n, e in explainers.items() if (n in params["expensive"]) == (subset == "sample")}
-        if local:
-            runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, params["batch_size"]))
-            where.update(dict.fromkeys(local, f"in process ({place.device})"))
-        distributed = {n: params["baselines"][n] for n in remote if (n in params["expensive"]) == (subset == "sample")}
-        if distributed:
-            with dask_client(dask) as client:
+    with dask_client(dask) if remote else nullcontext() as client:  # one cluster for the node
+        for subset, rows in (("all", examples), ("sample", sampled)):
+            local = {n: e for n, e in explainers.items() if (n in params["expensive"]) == (subset == "sample")}
+            if local:
+                runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, params["batch_size"]))
+                where.update(dict.fromkeys(local, f"in process ({place.device})"))
+            distributed = {n: params["baselines"][n] for n in remote
+                           if (n in params["expensive"]) == (subset == "sample")}
+            if distributed:
                 runs.append(explain_on_dask(client, classifier, str((compute or {}).get("device", "auto")), rows,
                                             distributed, params["batch_size"], dask))
-            where.update(dict.fromkeys(distributed, dask.describe()))
+                where.update(dict.fromkeys(distributed, dask.describe()))
     gold = examples[["example_id", "label", "predicted", "correct", "token_labels"]].copy()
     gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
     gold["in_sample"] = gold["example_id"].isin(sample)
