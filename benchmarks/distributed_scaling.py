@@ -71,13 +71,13 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     expected = scores_by_example(reference)
     for workers in args.workers:
         dask = DaskSettings("local", n_workers=workers, threads_per_worker=args.threads_per_worker,
-                            batches_per_task=1, retries=0)
+                            batches_per_task=1, retries=0, device="cpu")
         with dask_client(dask) as client:
             # Warm-up: each worker loads the classifier once (paid once per node, not per example).
-            explain_on_dask(client, classifier, "cpu", examples.iloc[:workers * args.batch_size],
+            explain_on_dask(client, classifier, examples.iloc[:workers * args.batch_size],
                             {args.method: settings}, args.batch_size, dask)
             started = time.perf_counter()
-            run = explain_on_dask(client, classifier, "cpu", examples, {args.method: settings}, args.batch_size, dask)
+            run = explain_on_dask(client, classifier, examples, {args.method: settings}, args.batch_size, dask)
             seconds = time.perf_counter() - started
         got = scores_by_example(run)
         difference = max(float(np.abs(got[i] - expected[i]).max()) if len(got[i]) else 0.0 for i in expected)

@@ -3,7 +3,7 @@ baseline by configuration, and faithfulness) split into example batches and run 
 
 - `compute.dask.address`: null runs everything in process (as before); `local` starts a LocalCluster of
   `n_workers` processes x `threads_per_worker` threads for the node; `tcp://host:8786` joins a running
-  scheduler (`dask scheduler` / `dask worker`, docs/distributed.md).
+  scheduler (`dask scheduler` / `dask worker`, docs/scale.md).
 - Each worker loads the classifier once, from its saved Hugging Face folder (`TrainedClassifier.path`, the
   catalog's `classifier_<task>` folder), not from a pickle shipped with every task: workers on other machines
   must see the project folder at the same path (a shared file system).
@@ -51,6 +51,7 @@ class DaskSettings:
     methods: tuple[str, ...] | None = None  # None: the crosstask `expensive` methods
     batches_per_task: int = 1
     retries: int = 1
+    device: str = "auto"  # the `compute.device` setting, resolved on each worker (its own GPU under `auto`)
 
     @classmethod
     def from_params(cls, compute: Mapping[str, Any] | None) -> "DaskSettings | None":
@@ -76,7 +77,7 @@ class DaskSettings:
         return cls(address, int(block.get("n_workers", cls.n_workers)),
                    int(block.get("threads_per_worker", cls.threads_per_worker)),
                    None if methods is None else tuple(methods), int(block.get("batches_per_task", cls.batches_per_task)),
-                   retries)
+                   retries, str((compute or {}).get("device", cls.device)))
 
     def describe(self) -> str:
         if self.address == "local":
@@ -100,7 +101,7 @@ def dask_client(settings: DaskSettings) -> Iterator[Any]:
         except (OSError, TimeoutError) as error:
             raise RuntimeError(f"parameter compute.dask.address={settings.address!r}: no Dask scheduler answered "
                                f"({type(error).__name__}: {error}); start one with `dask scheduler` and workers "
-                               "with `dask worker <address>` (docs/distributed.md)") from error
+                               "with `dask worker <address>` (docs/scale.md)") from error
     try:
         n_workers = len(client.scheduler_info().get("workers", {}))
         logger.info("%s: %d workers", settings.describe(), n_workers)
@@ -196,8 +197,8 @@ def _gather(client, futures: list, description: str) -> list:
     return client.gather(futures)
 
 
-def explain_on_dask(client, classifier, device: str, examples: pd.DataFrame, methods: Mapping[str, dict],
-                    batch_size: int, settings: DaskSettings):
+def explain_on_dask(client, classifier, examples: pd.DataFrame, methods: Mapping[str, dict], batch_size: int,
+                    settings: DaskSettings):
     """Each of `methods` (registry name -> settings) on every example of `examples`, as Dask tasks of
     `settings.batches_per_task` batches (the in-process batches); an `evaluation.ExplainRun`."""
     from learned_attribution.evaluation import explain_run
@@ -216,7 +217,7 @@ def explain_on_dask(client, classifier, device: str, examples: pd.DataFrame, met
             for batch in group:
                 local.append(list(range(offset, offset + len(batch))))
                 offset += len(batch)
-            futures.append(client.submit(_explain_task, path, device, name, dict(method_settings or {}),
+            futures.append(client.submit(_explain_task, path, settings.device, name, dict(method_settings or {}),
                                          examples.iloc[positions].reset_index(drop=True), local, pure=False,
                                          retries=settings.retries))
         for task_rows, task_failures in _gather(client, futures, f"explain {name} ({settings.describe()})"):
@@ -227,14 +228,14 @@ def explain_on_dask(client, classifier, device: str, examples: pd.DataFrame, met
     return explain_run(rows, failures, seconds)
 
 
-def faithfulness_on_dask(client, classifier, device: str, input_ids: Sequence[Sequence[int]],
+def faithfulness_on_dask(client, classifier, input_ids: Sequence[Sequence[int]],
                          scores: Sequence[np.ndarray], target: Sequence[int], fractions: Sequence[float],
                          batch_size: int, settings: DaskSettings) -> pd.DataFrame:
     """`metrics.faithfulness.faithfulness` of the examples, as Dask tasks of `batch_size x batches_per_task`
     examples; rows in example order (`example` renumbered over the whole input)."""
     path = classifier_folder(classifier)
     size = batch_size * settings.batches_per_task
-    futures = [client.submit(_faithfulness_task, path, device, [list(map(int, ids)) for ids in input_ids[i:i + size]],
+    futures = [client.submit(_faithfulness_task, path, settings.device, [list(map(int, ids)) for ids in input_ids[i:i + size]],
                              [np.asarray(s, dtype=float) for s in scores[i:i + size]],
                              [int(t) for t in target[i:i + size]], tuple(fractions), batch_size, pure=False,
                              retries=settings.retries)

@@ -278,8 +278,7 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
             distributed = {n: params["baselines"][n] for n in remote
                            if (n in params["expensive"]) == (subset == "sample")}
             if distributed:
-                runs.append(explain_on_dask(client, classifier, str((compute or {}).get("device", "auto")), rows,
-                                            distributed, params["batch_size"], dask))
+                runs.append(explain_on_dask(client, classifier, rows, distributed, params["batch_size"], dask))
                 where.update(dict.fromkeys(distributed, dask.describe()))
     gold = examples[["example_id", "label", "predicted", "correct", "token_labels"]].copy()
     gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
@@ -368,8 +367,8 @@ def sample_faithfulness(classifier, token_scores: pd.DataFrame, predictions: pd.
                 table = faithfulness(classifier.model, ids, scores, target, fractions=fractions,
                                      batch_size=settings["batch_size"], pad_token_id=classifier.tokenizer.pad_token_id)
             else:
-                table = faithfulness_on_dask(client, classifier, str((compute or {}).get("device", "auto")), ids,
-                                             scores, target, fractions, settings["batch_size"], dask)
+                table = faithfulness_on_dask(client, classifier, ids, scores, target, fractions,
+                                             settings["batch_size"], dask)
             table.insert(0, "method", method)
             table.insert(1, "example_id", rows["example_id"].to_numpy())
             tables.append(table)

@@ -28,7 +28,7 @@ TEXTS = [["the", "movie", "is", "great"], ["a", "bad", "film"], ["so", "boring",
 
 @pytest.fixture(scope="module")
 def cluster():
-    settings = DaskSettings("local", n_workers=2, threads_per_worker=1, batches_per_task=1, retries=0)
+    settings = DaskSettings("local", n_workers=2, threads_per_worker=1, batches_per_task=1, retries=0, device="cpu")
     with dask_client(settings) as client:
         yield client, settings
 
@@ -47,6 +47,8 @@ def test_settings_are_off_by_default_and_checked():
     assert DaskSettings.from_params(None) is None and DaskSettings.from_params({"dask": {"address": None}}) is None
     parsed = DaskSettings.from_params({"dask": {"address": "tcp://10.0.0.5:8786", "methods": ["lime"]}})
     assert parsed.address == "tcp://10.0.0.5:8786" and parsed.methods == ("lime",) and parsed.n_workers == 2
+    assert parsed.device == "auto"
+    assert DaskSettings.from_params({"device": "cuda:1", "dask": {"address": "local"}}).device == "cuda:1"
     for bad, message in (({"address": "nowhere"}, "compute.dask.address"), ({"address": "local", "n_workers": 0},
                          "compute.dask.n_workers"), ({"address": "local", "retries": -1}, "compute.dask.retries"),
                          ({"address": "local", "workers": 2}, r"unknown parameters compute.dask")):
@@ -58,7 +60,7 @@ def test_two_workers_give_the_in_process_scores_in_example_order(cluster, classi
     client, settings = cluster
     local = explain_examples(classifier.model, classifier.tokenizer, examples,
                              {name: build_explainer(name, **s) for name, s in METHODS.items()}, batch_size=3)
-    remote = explain_on_dask(client, classifier, "cpu", examples, METHODS, 3, settings)
+    remote = explain_on_dask(client, classifier, examples, METHODS, 3, settings)
     assert local.failures.empty and remote.failures.empty
     assert list(zip(remote.scores["method"], remote.scores["example_id"])) == \
         list(zip(local.scores["method"], local.scores["example_id"]))
@@ -81,7 +83,7 @@ def test_faithfulness_on_workers_matches_in_process(cluster, classifier, example
     target = examples["predicted"].tolist()
     local = faithfulness(classifier.model, ids, scores, target, fractions=(0.2, 0.5), batch_size=4,
                          pad_token_id=classifier.tokenizer.pad_token_id)
-    remote = faithfulness_on_dask(client, classifier, "cpu", ids, scores, target, (0.2, 0.5), 4, settings)
+    remote = faithfulness_on_dask(client, classifier, ids, scores, target, (0.2, 0.5), 4, settings)
     assert list(remote["example"]) == list(range(len(ids)))
     pd.testing.assert_frame_equal(remote, local, rtol=1e-5, atol=1e-6)
 
@@ -93,7 +95,7 @@ def test_a_failing_example_is_listed_and_the_others_are_explained(cluster, class
     broken.at[4, "token_labels"] = [*broken.at[4, "token_labels"][:-1], 0, -100]
     local = explain_examples(classifier.model, classifier.tokenizer, broken, {"occlusion": build_explainer("occlusion")},
                              batch_size=3)
-    remote = explain_on_dask(client, classifier, "cpu", broken, {"occlusion": {}}, 3, settings)
+    remote = explain_on_dask(client, classifier, broken, {"occlusion": {}}, 3, settings)
     assert remote.failures["example_id"].tolist() == local.failures["example_id"].tolist() == ["x4"]
     assert "IndexError" in remote.failures["error"].iloc[0]
     assert sorted(remote.scores["example_id"]) == sorted(set(examples["example_id"]) - {"x4"})

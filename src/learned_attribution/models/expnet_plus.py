@@ -186,9 +186,9 @@ class Examples:
         device = self.features.device
         lengths = torch.as_tensor(self.lengths[index], device=device)
         width = int(lengths.max())
-        offsets = torch.arange(width, device=device)[None, :]
-        mask = offsets < lengths[:, None]
-        rows = torch.as_tensor(self.starts[index], device=device)[:, None] + offsets
+        positions = torch.arange(width, device=device)[None, :]
+        mask = positions < lengths[:, None]
+        rows = torch.as_tensor(self.starts[index], device=device)[:, None] + positions
         rows = torch.where(mask, rows, torch.zeros_like(rows))
         offsets = torch.zeros(rows.shape, device=device) if self.offsets is None else self.offsets[rows] * mask
         return self.features[rows], self.labels[rows] * mask, mask, offsets
