@@ -103,19 +103,19 @@ def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tu
     expnet_plus_variants`), else every variant of conf/base/parameters_crosstask.yml with an untrained
     network (same cost)."""
     from learned_attribution.models.artifacts import load_explainers
-    from learned_attribution.models.expnet_plus import ExpNetPlus, GatedExpNet, Variant, head_of_columns
+    from learned_attribution.models.expnet_plus import ExpNetPlus, TrainingSettings, Variant, build_variant_network
     from learned_attribution.models.signals import columns_for
 
     if path.is_dir():
         return load_explainers(path), f"trained variants {path}"
     specs = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
     torch.manual_seed(seed)
+    training = TrainingSettings(**specs["training"])
     models = {}
     for name, settings in specs["variants"].items():
         variant = Variant.from_params(name, settings or {})
         columns = columns_for(variant.feature_sets, n_heads, n_layers)
-        net = GatedExpNet(len(columns), specs["training"]["hidden"],
-                          head_of_columns(columns) if variant.gating else None).eval()
+        net = build_variant_network(variant, columns, training).eval()
         models[name] = ExpNetPlus(variant, columns, net, np.zeros(len(columns), np.float32),
                                   np.ones(len(columns), np.float32))
     return models, f"untrained networks ({path} not found); same cost"

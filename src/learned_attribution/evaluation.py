@@ -311,6 +311,29 @@ def timed_forward(classifier, examples: pd.DataFrame, batch_size: int) -> float:
     return time.perf_counter() - started
 
 
+def variant_cost(classifier, predictions: pd.DataFrame, variants: dict, params: dict[str, Any], seed: int,
+                 n_examples: int, compute: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Throughput of every ExpNet+ variant (the whole explainer: its signal pass and its networks) as a ratio to a
+    plain forward pass, both timed on the same seeded sample of `n_examples` rationale test examples, with the
+    fold's batches. The chosen variant's full-set figure is in the fold's cost table; this puts the others on the
+    cost chart."""
+    from learned_attribution.models.signals import continuation_token_ids
+
+    Compute.from_params(compute).place(classifier.model)
+    examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
+    examples = examples[examples["example_id"].isin(expensive_sample(examples, n_examples, seed))]
+    continuation = continuation_token_ids(classifier.tokenizer)
+    explainers = {name: method_explainer("expnet_plus", expnet=None, expnet_plus=model, layer=params["layer"],
+                                         continuation_ids=continuation) for name, model in variants.items()}
+    timed_forward(classifier, examples.head(params["batch_size"]), params["batch_size"])  # warm-up
+    forward_rate = len(examples) / timed_forward(classifier, examples, params["batch_size"])
+    run = explain_examples(classifier.model, classifier.tokenizer, examples, explainers, params["batch_size"])
+    return pd.DataFrame([{"variant": name, "n_examples": len(examples), "seconds": seconds,
+                          "examples_per_second": len(examples) / seconds,
+                          "ratio_to_forward": len(examples) / seconds / forward_rate}
+                         for name, seconds in run.seconds.items()])
+
+
 def pareto_frontier(cost: Sequence[float], quality: Sequence[float]) -> np.ndarray:
     """True where no other point is at least as cheap-to-run (higher `cost` = throughput ratio, faster) and at
     least as good (higher `quality`) and strictly better in one of them."""
@@ -320,10 +343,13 @@ def pareto_frontier(cost: Sequence[float], quality: Sequence[float]) -> np.ndarr
     return ~dominated.any(axis=1)
 
 
-def cost_plausibility(metrics: pd.DataFrame, cost: pd.DataFrame) -> pd.DataFrame:
+def cost_plausibility(metrics: pd.DataFrame, cost: pd.DataFrame, ablation: pd.DataFrame | None = None,
+                      variant_costs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per explained method: its throughput as a ratio to a plain forward pass (`cost`), its matched
     AUROC with the 95% interval on the examples it explained (`all`, or the expensive methods' `sample`), and
-    whether it is on the Pareto frontier among the methods run on every example."""
+    whether it is on the Pareto frontier among the methods run on every example. With the ExpNet+ `ablation`
+    table and `variant_costs` (`variant_cost`), every variant follows (family `expnet_plus variant`, on every
+    example; the frontier stays the methods': a variant that was not selected is not what the fold deploys)."""
     cost = cost[cost["method"] != FORWARD].set_index("method")
     matched = metrics[metrics["rule"] == "matched"]
     rows = []
@@ -341,7 +367,12 @@ def cost_plausibility(metrics: pd.DataFrame, cost: pd.DataFrame) -> pd.DataFrame
     table["pareto"] = False
     every = table["subset"] == "all"
     table.loc[every, "pareto"] = pareto_frontier(table.loc[every, "ratio_to_forward"], table.loc[every, "auroc"])
-    return table
+    if ablation is None or variant_costs is None:
+        return table
+    variants = ablation.merge(variant_costs[["variant", "ratio_to_forward"]], on="variant")
+    variants = variants.assign(method="ExpNet+ " + variants["variant"], family="expnet_plus variant", subset="all",
+                               pareto=False)
+    return pd.concat([table, variants[table.columns]], ignore_index=True)
 
 
 def sample_faithfulness(classifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,

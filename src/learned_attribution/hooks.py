@@ -183,8 +183,9 @@ class MlflowFoldRunsHook:
             variants = data[data["description"].ne("best baseline") & data["description"].ne("floor")]
             self._log_metrics(run_id, {f"expnet_plus_ablation/{r['variant']}/{metric}": float(r[metric])
                                        for r in variants.to_dict("records")
-                                       for metric in ("val_auroc", "auroc", "auprc", "f1_matched", "f1_own_calibrated")
-                                       if pd.notna(r[metric])})
+                                       for metric in ("val_auroc", "auroc", "auprc", "f1_matched", "f1_own_calibrated",
+                                                      "auroc_seed_mean", "auroc_seed_sd")
+                                       if pd.notna(r.get(metric))})
         elif name in ("expnet", "expnet_plus"):
             # The saved folder (safetensors + config.json, models/artifacts.py), as the Python API reads it.
             folder = self._catalog.get(f"{namespace}.{name}").path

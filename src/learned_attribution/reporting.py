@@ -43,14 +43,17 @@ def metrics_bar_chart(metrics: pd.DataFrame, title: str) -> plt.Figure:
 def cost_plausibility_chart(points: pd.DataFrame, title: str) -> plt.Figure:
     """Throughput (ratio to a plain forward pass, log scale) against AUROC with its 95% interval, one point per
     method (`evaluation.cost_plausibility`), the Pareto frontier of the methods run on every example as a
-    line; hollow points: AUROC on the expensive methods' sample only."""
+    line; hollow points: AUROC on the expensive methods' sample only; grey diamonds: ExpNet+ variants that were
+    candidates of the fold's selection (the selected one is the red `expnet_plus` point)."""
     figure, axis = plt.subplots(figsize=(8, 5.5))
     for row in points.itertuples():
-        color = "tab:red" if row.family == "learned" else "tab:blue"
+        variant = row.family == "expnet_plus variant"
+        color = "grey" if variant else "tab:red" if row.family == "learned" else "tab:blue"
         axis.errorbar(row.ratio_to_forward, row.auroc, yerr=[[row.auroc - row.auroc_low], [row.auroc_high - row.auroc]],
-                      fmt="o", color=color, mfc=color if row.subset == "all" else "white", capsize=2, ms=6)
+                      fmt="D" if variant else "o", color=color, mfc=color if row.subset == "all" else "white",
+                      capsize=2, ms=4 if variant else 6, alpha=0.7 if variant else 1.0)
         axis.annotate(row.method, (row.ratio_to_forward, row.auroc), textcoords="offset points", xytext=(5, 3),
-                      fontsize=7)
+                      fontsize=6 if variant else 7, color="dimgrey" if variant else "black")
     front = points[points["pareto"]].sort_values("ratio_to_forward")
     axis.plot(front["ratio_to_forward"], front["auroc"], color="black", linestyle="--", linewidth=1, marker="o",
               ms=13, mfc="none", label="Pareto frontier (methods run on every example)")

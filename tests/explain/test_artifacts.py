@@ -38,6 +38,37 @@ def test_round_trip_gives_the_same_probabilities_and_a_readable_config(tiny_mode
     assert {"torch", "transformers", "learned-attribution"} <= set(context["packages"])
 
 
+def test_a_seed_ensemble_and_a_simplex_stack_round_trip(tmp_path):
+    from learned_attribution.models.expnet_plus import TrainingSettings, Variant, build_variant_network
+
+    rng = np.random.default_rng(2)
+    rows, ids = rng.random((9, 3)).astype(np.float32), np.repeat(["a", "b", "c"], 3)
+    for variant in (Variant("mlp", feature_sets=("layer_gradient", "saliency")),
+                    Variant("stack", feature_sets=("layer_gradient", "saliency"), network="simplex")):
+        columns = ["layer_grad_norm", "embedding_grad_norm", "embedding_grad_x_input"]
+        torch.manual_seed(0)
+        net = build_variant_network(variant, columns, TrainingSettings(hidden=4, seeds=3)).eval()
+        with torch.no_grad():
+            for parameter in net.parameters():
+                parameter.add_(torch.randn_like(parameter))
+        explainer = ExpNetPlus(variant, columns, net, np.zeros(3, np.float32), np.ones(3, np.float32),
+                               member_best_epochs=[3, 5, 4], member_val_auroc=[0.7, 0.71, 0.69])
+        artifacts.save_explainer(explainer, tmp_path / variant.name)
+        again = artifacts.load_explainer(tmp_path / variant.name)
+        assert again.n_members == 3 and again.member_best_epochs == [3, 5, 4] and again.variant == variant
+        for member in (None, 0, 2):
+            np.testing.assert_array_equal(explainer.predict(rows, ids, member), again.predict(rows, ids, member))
+        assert again.stack_weights() == explainer.stack_weights()
+
+
+def test_an_older_artifact_format_is_named(tiny_models_dir, tmp_path):
+    folder = tiny_models_dir / "heldout_sst2" / "expnet_plus"
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "format_version": 1}))
+    with pytest.raises(ValueError, match="format_version 1; this version of learned-attribution reads 2"):
+        artifacts.load_explainer(folder)
+
+
 def test_a_collection_saves_every_variant_as_a_subfolder(tiny_models_dir, tmp_path):
     plus = artifacts.load_explainer(tiny_models_dir / "heldout_sst2" / "expnet_plus")
     artifacts.save_explainers({"b": plus, "a": plus}, tmp_path / "variants")

@@ -101,3 +101,21 @@ def test_cost_plausibility_uses_each_methods_own_examples_and_keeps_sample_only_
     assert points.loc["lime", "subset"] == "sample" and not points.loc["lime", "pareto"]
     assert points["pareto"].to_dict() == {"saliency": True, "raw_attention": True, "expnet_plus": True, "lime": False}
     assert "forward" not in points.index
+
+
+def test_every_expnet_plus_variant_joins_the_cost_chart_off_the_frontier(rationale_set):
+    from learned_attribution.evaluation import variant_cost
+
+    classifier, predictions, _, plus = rationale_set
+    costs = variant_cost(classifier, predictions, {"gated": plus, "again": plus}, SETTINGS, seed=0, n_examples=3)
+    assert costs["variant"].tolist() == ["gated", "again"] and (costs["n_examples"] == 3).all()
+    assert (costs["ratio_to_forward"] > 0).all() and (costs["examples_per_second"] > 0).all()
+    metrics = pd.DataFrame([{"method": "saliency", "family": "gradient", "rule": "matched", "subset": "all",
+                             "n_examples": 4, "auroc": 0.6, "auroc_low": 0.5, "auroc_high": 0.7}])
+    ablation = pd.DataFrame([{"variant": "gated", "auroc": 0.9, "auroc_low": 0.8, "auroc_high": 0.95},
+                             {"variant": "saliency (best baseline)", "auroc": 0.6, "auroc_low": 0.5, "auroc_high": 0.7}])
+    points = cost_plausibility(metrics, pd.DataFrame({"method": ["saliency"], "ratio_to_forward": [0.5]}), ablation,
+                               costs).set_index("method")
+    assert list(points.index) == ["saliency", "ExpNet+ gated"]  # reference rows of the ablation have no cost
+    assert points.loc["ExpNet+ gated", "family"] == "expnet_plus variant" and not points.loc["ExpNet+ gated", "pareto"]
+    assert points.loc["saliency", "pareto"]  # the frontier is the methods' own

@@ -7,7 +7,8 @@ import torch
 
 from learned_attribution.explainers import build_explainer
 from learned_attribution.explainers.base import make_batch
-from learned_attribution.models.expnet_plus import ExpNetPlus, GatedExpNet, Variant, head_of_columns, score_examples
+from learned_attribution.models.expnet_plus import (ExpNetPlus, TrainingSettings, Variant, build_variant_network,
+                                                    score_examples)
 from learned_attribution.models.features import extract_token_rows
 from learned_attribution.models.signals import columns_for, token_signals
 
@@ -20,12 +21,13 @@ ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP], [CLS, 9, SEP]]
     Variant("everything", feature_sets=("attention", "attention_x_gradient", "layer_gradient", "saliency",
                                          "raw_attention_layers", "afn_norm", "position"), gating=True),
     Variant("within_example", feature_sets=("attention", "layer_gradient", "position"), example_z=True),
+    Variant("stack", feature_sets=("attention", "attention_x_gradient", "saliency"), network="simplex"),
 ])
 def test_explainer_equals_the_model_on_extracted_rows(tiny_bert_classifier, variant):
     model = tiny_bert_classifier(num_hidden_layers=2, seed=1)
     columns = columns_for(variant.feature_sets, 2, 2)
     torch.manual_seed(0)
-    net = GatedExpNet(len(columns), 4, head_of_columns(columns) if variant.gating else None).eval()
+    net = build_variant_network(variant, columns, TrainingSettings(hidden=4, seeds=3)).eval()  # a 3-seed ensemble
     rng = np.random.default_rng(0)
     trained = ExpNetPlus(variant, columns, net, rng.normal(size=len(columns)).astype(np.float32),
                          rng.uniform(0.5, 2, size=len(columns)).astype(np.float32))

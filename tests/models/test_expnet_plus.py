@@ -6,13 +6,15 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.models.expnet_plus import (ANCHOR_SCALE, GatedExpNet, TrainingSettings, Variant,
-                                                    anchor_offsets, fit_variant, head_of_columns,
+from learned_attribution.metrics.plausibility import auroc_score
+from learned_attribution.models.expnet_plus import (ANCHOR_SCALE, GatedExpNet, SimplexStack, TrainingSettings, Variant,
+                                                    anchor_offsets, example_aurocs, fit_variant, head_of_columns,
                                                     mean_example_auroc, pairwise_ranking_loss, pseudo_rationales,
-                                                    select_variant, validation_auroc)
+                                                    select_variant, validation_auroc, within_example_ranks)
 
-# the columns self-training's pseudo-rationales read are among them
-COLUMNS = ["cls_to_tok_h0", "cls_to_tok_h1", "tok_to_cls_h0", "tok_to_cls_h1", "axg_h0", "axg_h1", "layer_grad_norm"]
+# the columns both pseudo-rationale rules read are among them
+COLUMNS = ["cls_to_tok_h0", "cls_to_tok_h1", "tok_to_cls_h0", "tok_to_cls_h1", "axg_h0", "axg_h1", "layer_grad_norm",
+           "layer_grad_x_input", "embedding_grad_norm", "embedding_grad_x_input"]
 FAST = TrainingSettings(max_epochs=8, patience=3, examples_per_batch=16, learning_rate=1e-2)
 
 
@@ -94,7 +96,9 @@ def test_held_out_labels_never_change_selection_or_training():
     variants = [Variant("paper", standardise="global"), Variant("task_z", standardise="per_task"),
                 Variant("ranking_st", standardise="per_task", objective="pairwise", self_training=True),
                 Variant("anchored_st", standardise="per_task", objective="pairwise", self_training=True,
-                        anchor="layer_grad_norm", anchor_weight=0.5)]
+                        anchor="layer_grad_norm", anchor_weight=0.5),
+                Variant("stack_agreement", objective="pairwise", network="simplex", self_training=True,
+                        pseudo="agreement")]
     held_out = synthetic_task("c", 40, 3)
     poisoned = held_out.assign(token_label=1 - held_out["token_label"])
     train = pd.concat([tasks["a"]["train"], tasks["b"]["train"]])
@@ -112,7 +116,7 @@ def test_held_out_labels_never_change_selection_or_training():
     for model, twin in zip(models, models_poisoned):
         for key, value in model.net.state_dict().items():
             torch.testing.assert_close(value, twin.net.state_dict()[key])
-    assert models[2].n_pseudo_examples > 0  # self-training did use the held-out signals
+    assert models[2].n_pseudo_examples > 0 and models[4].n_pseudo_examples > 0  # self-training used the held-out signals
 
 
 def test_pseudo_rationales_where_signals_agree():
@@ -170,3 +174,110 @@ def test_an_anchor_alone_ranks_like_its_signal_and_a_residual_is_trained_on_top(
                     2, FAST)
     with pytest.raises(ValueError, match="anchor_weight needs an anchor column"):
         Variant("bad", anchor_weight=0.5)
+
+
+def test_pairwise_loss_weighs_soft_labels_by_their_margin():
+    logits = torch.tensor([[2.0, 0.0, 1.0]])
+    labels = torch.tensor([[1.0, 0.0, 0.5]])  # pairs (0,1) weight 1, (2,1) weight 0.5; 0.5 counts as a rationale
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    expected = (softplus(-2.0) * 1.0 + softplus(-1.0) * 0.5) / 1.5
+    assert pairwise_ranking_loss(logits, labels, mask).item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_example_aurocs_match_auroc_score_ties_included():
+    rng = np.random.default_rng(0)
+    logits = torch.tensor(rng.integers(0, 3, size=(2, 3, 6)), dtype=torch.float32)  # many ties, 2 members
+    labels = torch.tensor([[1, 0, 0, 1, 0, 0], [0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]], dtype=torch.float32)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
+    aurocs = example_aurocs(logits, labels, mask)
+    for member in range(2):
+        for b in range(2):
+            n = int(mask[b].sum())
+            expected = auroc_score(labels[b, :n].numpy(), logits[member, b, :n].numpy())
+            assert aurocs[member, b].item() == pytest.approx(expected, abs=1e-6)
+    assert torch.isnan(aurocs[:, 2]).all()  # no rationale token
+
+
+def test_within_example_ranks_known_answer():
+    ranks = within_example_ranks(np.array([[3.0, 1.0], [1.0, 1.0], [2.0, 1.0], [9.0, 4.0]]), np.array(["a", "a", "a", "b"]))
+    np.testing.assert_allclose(ranks[:3, 0], [0.5, -0.5, 0.0])
+    np.testing.assert_allclose(ranks[:, 1], [0.0, 0.0, 0.0, 0.0])  # ties averaged; a one-token example 0
+
+
+def test_one_member_network_is_expnets_network_and_members_differ():
+    torch.manual_seed(5)
+    reference = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    torch.manual_seed(5)
+    single = GatedExpNet(4, 3)
+    x = torch.randn(2, 5, 4)
+    torch.testing.assert_close(single(x), reference(x).squeeze(-1)[None])
+    three = GatedExpNet(4, 3, members=3)
+    out = three(x)
+    assert out.shape == (3, 2, 5) and not torch.allclose(out[0], out[1])
+
+
+def test_simplex_stack_is_a_convex_mix_of_its_inputs():
+    stack = SimplexStack(3, members=2)
+    with torch.no_grad():
+        stack.weight_logits[:] = torch.tensor([[0.0, 0.0, 0.0], [100.0, -100.0, -100.0]])
+        stack.bias[:] = torch.tensor([0.5, 0.0])
+    weights = stack.weights()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2))
+    x = torch.tensor([[0.3, -0.3, 0.0], [-0.5, 0.5, 0.2]])
+    scale = stack.log_scale.exp()
+    torch.testing.assert_close(stack(x)[0], scale[0] * x.mean(-1) + 0.5)
+    torch.testing.assert_close(stack(x)[1], scale[1] * x[:, 0], atol=1e-5, rtol=1e-5)
+
+
+def test_pseudo_rationales_agreement_rule_gives_shares():
+    # one example of 4 tokens (k = 1): token 0 tops 4 of the 6 signals, token 1 tops the other 2, tokens 2-3
+    # top none; token 3 is in the bottom half of every signal, token 2 of only two of them
+    table = pd.DataFrame({"example_id": ["e"] * 4, "task": ["c"] * 4,
+                          "cls_to_tok_h0": [0.9, 0.8, 0.2, 0.1], "axg_h0": [0.5, -0.1, 0.2, 0.0],
+                          "layer_grad_norm": [3.0, 0.5, 1.0, 0.2], "layer_grad_x_input": [-4.0, 1.0, 2.0, 0.5],
+                          "embedding_grad_norm": [0.1, 0.9, 0.5, 0.0], "embedding_grad_x_input": [0.2, -0.8, 0.5, 0.1]})
+    pseudo = pseudo_rationales(table, rho=0.25, n_heads=1, rule="agreement")
+    assert pseudo["cls_to_tok_h0"].tolist() == [0.9, 0.1]
+    np.testing.assert_allclose(pseudo["token_label"], [4 / 6, 0.0])
+    with pytest.raises(ValueError, match="pseudo-rationale rule"):
+        pseudo_rationales(table, rho=0.25, n_heads=1, rule="vote")
+
+
+def test_seeds_train_side_by_side_and_the_selection_reads_their_mean():
+    a, b = task_parts("a", 1), task_parts("b", 2)
+    stats = {"a": a["unlabeled"], "b": b["unlabeled"]}
+    variant = Variant("x", standardise="per_task", objective="pairwise")
+    model = fit_variant(variant, a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3, 2, FAST)
+    assert model.n_members == 3 and len(model.member_val_auroc) == 3 and len(model.member_best_epochs) == 3
+    # each member keeps its own best epoch: its recorded validation AUROC is its best in the history
+    for member, best in enumerate(model.member_val_auroc):
+        history = [row["member_val_auroc"][member] for row in model.history]
+        assert best == pytest.approx(max(history)) and model.member_best_epochs[member] == 1 + int(np.argmax(history))
+    x = a["val"][COLUMNS].to_numpy(np.float32)
+    members = [model.predict(x, member=m) for m in range(3)]
+    assert not np.allclose(members[0], members[1])
+    logits = np.stack([np.log(p / (1 - p)) for p in members])
+    np.testing.assert_allclose(model.predict(x), 1 / (1 + np.exp(-logits.mean(0))), rtol=1e-4, atol=1e-6)
+    selection = select_variant([variant], {"a": a, "b": b}, {"x": COLUMNS}, 0.3, 2, FAST)
+    twin = fit_variant(variant, b["train"], b["val"], a["unlabeled"], stats, COLUMNS, 0.3, 2, FAST)
+    per_seed = [validation_auroc(twin, a["val"], m) for m in range(3)]
+    row = selection.set_index("direction").loc["b->a"]
+    assert row["val_auroc"] == pytest.approx(np.mean(per_seed)) and row["val_auroc_seed_sd"] == pytest.approx(np.std(per_seed))
+
+
+def test_a_simplex_stack_learns_which_signal_carries_the_rationale():
+    a, b = task_parts("a", 1), task_parts("b", 2)
+    settings = TrainingSettings(max_epochs=20, patience=5, examples_per_batch=16, learning_rate=0.1)  # 10 weights
+    stack = fit_variant(Variant("stack", objective="pairwise", network="simplex"), a["train"], a["val"],
+                        b["unlabeled"], {"a": a["unlabeled"], "b": b["unlabeled"]}, COLUMNS, 0.3, 2, settings)
+    weights = stack.stack_weights()
+    assert max(weights, key=weights.get) == COLUMNS[0] and sum(weights.values()) == pytest.approx(1.0)
+    assert weights[COLUMNS[0]] > 2 / len(COLUMNS)  # twice the uniform weight it started from
+    ids = b["val"]["example_id"].to_numpy()
+    uniform = within_example_ranks(b["val"][COLUMNS].to_numpy(), ids).mean(1)  # the untrained (uniform) stack
+    groups = b["val"].assign(uniform=uniform).groupby("example_id", sort=False)
+    uniform_auroc = mean_example_auroc([g["uniform"].to_numpy() for _, g in groups],
+                                       [g["token_label"].to_numpy() for _, g in groups])
+    assert validation_auroc(stack, b["val"]) > uniform_auroc + 0.05
+    with pytest.raises(ValueError, match="simplex stack rank-normalises"):
+        Variant("bad", network="simplex", standardise="per_task")

@@ -27,9 +27,9 @@ from safetensors.torch import load_file, save_file
 from learned_attribution.atomic import atomic_folder
 
 from .expnet import ExpNet, ExpNetTraining
-from .expnet_plus import ExpNetPlus, GatedExpNet, Variant
+from .expnet_plus import ExpNetPlus, Variant, build_network
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: ExpNet+ networks hold several seeds (members) and may be simplex stacks
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 KINDS = ("expnet_paper", "expnet_plus")
@@ -101,14 +101,12 @@ def _config(explainer: ExpNetTraining | ExpNetPlus) -> tuple[dict, dict[str, tor
         return config, net.state_dict()
     if isinstance(explainer, ExpNetPlus):
         net = explainer.net
-        heads = net.head_of_column.tolist() if net.gate_logits is not None else None
-        config = {"kind": "expnet_plus",
-                  "architecture": {"class": "GatedExpNet", "n_features": net.layers[0].in_features,
-                                   "hidden": net.layers[0].out_features, "head_of_column": heads},
+        config = {"kind": "expnet_plus", "architecture": net.architecture(),
                   "variant": asdict(explainer.variant), "columns": list(explainer.columns),
                   "target_mean": _floats(explainer.target_mean), "target_std": _floats(explainer.target_std),
                   "threshold": explainer.threshold, "calibrated_threshold": explainer.calibrated_threshold,
-                  "best_epoch": explainer.best_epoch, "n_pseudo_examples": explainer.n_pseudo_examples,
+                  "best_epoch": explainer.best_epoch, "member_best_epochs": explainer.member_best_epochs,
+                  "member_val_auroc": explainer.member_val_auroc, "n_pseudo_examples": explainer.n_pseudo_examples,
                   "history": explainer.history}
         return config, net.state_dict()
     raise TypeError(f"cannot save a {type(explainer).__name__} as a learned-explainer artifact")
@@ -183,8 +181,10 @@ def load_explainer(folder: str | Path) -> ExpNetTraining | ExpNetPlus:
                               np.asarray(config["feature_std"], np.float32), **common)
     variant = dict(config["variant"])
     variant["feature_sets"] = tuple(variant["feature_sets"])
-    net = GatedExpNet(architecture["n_features"], architecture["hidden"], architecture.get("head_of_column"))
+    net = build_network(architecture)
     net.load_state_dict(state)
     return ExpNetPlus(Variant(**variant), list(config["columns"]), net.eval(),
                       np.asarray(config["target_mean"], np.float32), np.asarray(config["target_std"], np.float32),
+                      member_best_epochs=config.get("member_best_epochs", []),
+                      member_val_auroc=config.get("member_val_auroc", []),
                       n_pseudo_examples=config.get("n_pseudo_examples", 0), **common)

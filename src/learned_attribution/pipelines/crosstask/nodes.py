@@ -120,13 +120,23 @@ def plot_fold(metrics: pd.DataFrame, *, fold: str):
     return metrics_bar_chart(metrics, f"{fold}: explainers of the held-out classifier (all rationale test examples)")
 
 
-def plot_cost(fold_metrics: pd.DataFrame, explain_cost: pd.DataFrame, *, fold: str):
+def time_expnet_plus_variants(classifier: TrainedClassifier, predictions: pd.DataFrame, models: dict,
+                              params: dict[str, Any], seed: int, compute: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Throughput of every ExpNet+ variant as a ratio to a plain forward pass, on a seeded sample of the held-out
+    rationale test examples (`crosstask.variant_cost_examples`)."""
+    from learned_attribution.evaluation import variant_cost
+
+    return variant_cost(classifier, predictions, models, params, seed, params["variant_cost_examples"], compute)
+
+
+def plot_cost(fold_metrics: pd.DataFrame, explain_cost: pd.DataFrame, ablation: pd.DataFrame,
+              variant_costs: pd.DataFrame, *, fold: str):
     """Which explainer to pick: throughput (ratio to a plain forward pass, timed in the fold) against AUROC with
-    its interval for every method, with the Pareto frontier (PNG)."""
+    its interval for every method and every ExpNet+ variant, with the Pareto frontier of the methods (PNG)."""
     from learned_attribution.evaluation import cost_plausibility
     from learned_attribution.reporting import cost_plausibility_chart
 
-    points = cost_plausibility(fold_metrics, explain_cost)
+    points = cost_plausibility(fold_metrics, explain_cost, ablation, variant_costs)
     logger.info("%s: Pareto frontier (cost vs AUROC): %s", fold, ", ".join(points.loc[points["pareto"], "method"]))
     return cost_plausibility_chart(points, f"{fold}: cost vs plausibility of every method")
 
@@ -317,7 +327,10 @@ def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout:
     """Every variant on the held-out rationale test set (all examples): AUROC, AUPRC, matched-budget F1
     and own-rule F1 (threshold 0.5 and calibrated) with bootstrap 95% intervals, beside the best baseline
     (by AUROC, matched, among the methods run on every example) and the two floors from the fold's
-    metrics, and each variant's validation AUROC."""
+    metrics, and each variant's validation AUROC. A variant's explainer is the ensemble of its seeds; each
+    seed's own network is scored too (`auroc_seed_*`, `f1_matched_seed_*`: mean, sd, min, max over the seeds),
+    and a convex stack lists its largest weights (`stack_weights`)."""
+    from learned_attribution.metrics.plausibility import evaluate
     from learned_attribution.models.expnet_plus import score_examples
 
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
@@ -341,8 +354,21 @@ def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout:
                                                     "auprc_high")})
             row.update({f"f1_{rule}": metrics["f1"], f"f1_{rule}_low": metrics["f1_low"],
                         f"f1_{rule}_high": metrics["f1_high"]})
+        seed_metrics = []
+        for member in range(model.n_members):
+            member_scores = [np.asarray(s, dtype=float) for s in score_examples(model, table, member)["scores"]]
+            seed_metrics.append(evaluate(member_scores, gold, method_masks(member_scores, budget["rho"])).summary())
+        seed_metrics = pd.DataFrame(seed_metrics).rename(columns={"f1": "f1_matched"})
+        row["seeds"] = model.n_members
+        for metric in ("auroc", "f1_matched"):
+            values = seed_metrics[metric]
+            row.update({f"{metric}_seed_mean": values.mean(), f"{metric}_seed_sd": values.std(ddof=0),
+                        f"{metric}_seed_min": values.min(), f"{metric}_seed_max": values.max()})
+        weights = pd.Series(model.stack_weights(), dtype=float).sort_values(ascending=False).head(5)
         row.update({"calibrated_threshold": model.calibrated_threshold, "best_epoch": model.best_epoch,
-                    "n_pseudo_examples": model.n_pseudo_examples, **model.gates()})
+                    "n_pseudo_examples": model.n_pseudo_examples,
+                    "stack_weights": ", ".join(f"{name} {weight:.2f}" for name, weight in weights.items()),
+                    **model.gates()})
         rows.append(row)
     best = matched_baselines(fold_metrics).sort_values("auroc", ascending=False).head(1)
     floors = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["family"] == "floor")]
@@ -365,19 +391,31 @@ def expnet_plus_report(*ablations: pd.DataFrame):
     def interval(r, metric):
         return f"{r[metric]:.3f} [{r[metric + '_low']:.3f}, {r[metric + '_high']:.3f}]" if pd.notna(r[metric]) else ""
 
+    def seed_spread(r, metric):
+        if "seeds" not in r or pd.isna(r.get("seeds")):
+            return ""
+        return (f"{r[metric + '_seed_mean']:.3f} ± {r[metric + '_seed_sd']:.3f} "
+                f"({r[metric + '_seed_min']:.3f}-{r[metric + '_seed_max']:.3f}, {int(r['seeds'])} seeds)")
+
     lines = ["# ExpNet+ ablation", "",
              "Every variant is trained on the fold's two training tasks and scored on the held-out task's rationale "
              "test set (all examples). `val_auroc`: mean validation AUROC of leave-one-training-task-out (train on "
              "one training task, validate on the other, both ways); the variant with the highest is chosen "
-             "(`selected`) without reading the held-out task. Intervals: bootstrap 95% over examples. Own rule: "
-             "threshold calibrated on the training tasks' validation examples.", ""]
+             "(`selected`) without reading the held-out task; each direction's AUROC is the mean over the variant's "
+             "seeds, so a lucky seed does not pick it. A variant's explainer is the ensemble of its seeds (mean "
+             "logit); `AUROC per seed`: each seed's own network on the same examples (mean ± sd, min-max). "
+             "Intervals: bootstrap 95% over examples. Own rule: threshold calibrated on the training tasks' "
+             "validation examples. `stack weights`: a convex stack's five largest weights.", ""]
     for fold, rows in table.groupby("fold", sort=False):
         shown = rows.assign(**{
             "AUROC": rows.apply(interval, axis=1, metric="auroc"),
             "AUPRC": rows.apply(interval, axis=1, metric="auprc"),
             "F1 matched": rows.apply(interval, axis=1, metric="f1_matched"),
             "F1 own (calibrated)": rows.apply(interval, axis=1, metric="f1_own_calibrated"),
+            "AUROC per seed": rows.apply(seed_spread, axis=1, metric="auroc"),
+            "stack weights": rows.get("stack_weights", pd.Series("", index=rows.index)).fillna(""),
         })
         lines += [f"## {fold}", "", markdown_table(shown[["variant", "description", "selected", "val_auroc", "AUROC",
-                                                          "AUPRC", "F1 matched", "F1 own (calibrated)"]]), ""]
+                                                          "AUROC per seed", "AUPRC", "F1 matched",
+                                                          "F1 own (calibrated)", "stack weights"]]), ""]
     return table, "\n".join(lines), ablation_chart(table)

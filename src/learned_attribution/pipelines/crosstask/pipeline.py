@@ -6,9 +6,8 @@ from kedro.pipeline import Pipeline, node, pipeline
 from learned_attribution.pipelines import classifiers, data_processing
 
 from .nodes import (chosen_expnet_plus, combine_folds, crosstask_summary, explain_heldout, expnet_plus_ablation,
-                    expnet_plus_report, fold_card,
-                    fit_expnet_plus, fold_faithfulness, heatmaps, plot_cost, plot_fold, score_fold, select_expnet_plus,
-                    train_fold_expnet)
+                    expnet_plus_report, fit_expnet_plus, fold_card, fold_faithfulness, heatmaps, plot_cost, plot_fold,
+                    score_fold, select_expnet_plus, time_expnet_plus_variants, train_fold_expnet)
 from learned_attribution.tasks import TASKS
 
 
@@ -50,7 +49,11 @@ def fold_template(held_out_task: str) -> Pipeline:
              ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "params:crosstask", "params:seed"],
              "fold_metrics", name="score_fold"),
         node(_bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
-        node(_bind(plot_cost, fold=fold), ["fold_metrics", "explain_cost"], "cost_plot", name="plot_cost"),
+        node(time_expnet_plus_variants, ["classifier", "predictions", "expnet_plus_variants", "params:crosstask",
+                                         "params:seed", "params:compute"], "expnet_plus_cost",
+             name="time_expnet_plus_variants"),
+        node(_bind(plot_cost, fold=fold), ["fold_metrics", "explain_cost", "expnet_plus_ablation", "expnet_plus_cost"],
+             "cost_plot", name="plot_cost"),
         node(_bind(fold_card, fold=fold),
              ["fold_metrics", "budget", "params:crosstask.baselines", "params:crosstask.layer"], "fold_card",
              name="fold_card"),
