@@ -173,7 +173,7 @@ def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_tr
     """Every requested explainer at its default settings plus `overrides`; `expnet_plus` becomes one
     entry per variant (`expnet_plus:<variant>`)."""
     from learned_attribution.explainers import build_explainer
-    from learned_attribution.models.signals import continuation_token_ids
+    from learned_attribution.models.signals import token_vocabulary
 
     explainers = {}
     for name in names:
@@ -181,10 +181,10 @@ def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_tr
         if name == "expnet_paper":
             explainers[name] = build_explainer(name, **{"training": expnet_training, "layer": layer, **settings})
         elif name == "expnet_plus":
-            continuation = continuation_token_ids(tokenizer)
+            vocabulary = token_vocabulary(tokenizer)
             for variant, model in expnet_plus.items():
                 explainers[f"expnet_plus:{variant}"] = build_explainer(
-                    name, **{"model": model, "layer": layer, "continuation_ids": continuation, **settings})
+                    name, **{"model": model, "layer": layer, "vocabulary": vocabulary, **settings})
         else:
             explainers[name] = build_explainer(name, **settings)
     return explainers

@@ -18,6 +18,7 @@ from learned_attribution.metrics.plausibility import (MethodScores, all_tokens_m
                                                       finite_scores, random_scores, threshold_mask, top_k_mask)
 from learned_attribution.models.features import frame_token_ids
 from learned_attribution.models.runner import Compute, eval_mode, iter_batches, model_device
+from learned_attribution.models.signals import TokenVocabulary, token_vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -224,12 +225,12 @@ def expensive_sample(examples: pd.DataFrame, size: int | None, seed: int) -> lis
     return ids.sample(n=size, random_state=seed).tolist()
 
 
-def method_explainer(name: str, *, expnet, expnet_plus, layer: int, continuation_ids: torch.Tensor,
+def method_explainer(name: str, *, expnet, expnet_plus, layer: int, vocabulary: TokenVocabulary,
                      settings: dict[str, Any] | None = None) -> Explainer:
     """The explainer registered as `name`: the fold's ExpNet+ or paper's ExpNet reading `layer`, or a baseline
     built with its `settings`."""
     if name == "expnet_plus":
-        return build_explainer(name, model=expnet_plus, layer=layer, continuation_ids=continuation_ids)
+        return build_explainer(name, model=expnet_plus, layer=layer, vocabulary=vocabulary)
     if name == "expnet_paper":
         return build_explainer(name, training=expnet, layer=layer)
     return build_explainer(name, **(settings or {}))
@@ -246,8 +247,6 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
     method, with gold labels and the `in_sample` flag), the failures and the cost table (examples per
     second, and where they ran)."""
     from learned_attribution.distributed import DaskSettings, dask_client, explain_on_dask
-    from learned_attribution.models.signals import continuation_token_ids
-
     place = Compute.from_params(compute)
     place.place(classifier.model)
     dask = DaskSettings.from_params(compute)
@@ -261,10 +260,10 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
     if not_baselines:
         raise ValueError(f"parameter compute.dask.methods names {sorted(not_baselines)}, which are not in "
                          "crosstask.baselines (the learned explainers run in process: they cost about a forward pass)")
-    continuation = continuation_token_ids(classifier.tokenizer)
+    vocabulary = token_vocabulary(classifier.tokenizer)
     names = [n for n in ["expnet_plus", "expnet_paper", *params["baselines"]] if n not in remote]
     explainers = {name: method_explainer(name, expnet=expnet, expnet_plus=expnet_plus, layer=params["layer"],
-                                         continuation_ids=continuation, settings=params["baselines"].get(name))
+                                         vocabulary=vocabulary, settings=params["baselines"].get(name))
                   for name in names}
     sampled = examples[examples["example_id"].isin(sample)]
     where = {}
@@ -317,14 +316,12 @@ def variant_cost(classifier, predictions: pd.DataFrame, variants: dict, params: 
     plain forward pass, both timed on the same seeded sample of `n_examples` rationale test examples, with the
     fold's batches. The chosen variant's full-set figure is in the fold's cost table; this puts the others on the
     cost chart."""
-    from learned_attribution.models.signals import continuation_token_ids
-
     Compute.from_params(compute).place(classifier.model)
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
     examples = examples[examples["example_id"].isin(expensive_sample(examples, n_examples, seed))]
-    continuation = continuation_token_ids(classifier.tokenizer)
+    vocabulary = token_vocabulary(classifier.tokenizer)
     explainers = {name: method_explainer("expnet_plus", expnet=None, expnet_plus=model, layer=params["layer"],
-                                         continuation_ids=continuation) for name, model in variants.items()}
+                                         vocabulary=vocabulary) for name, model in variants.items()}
     timed_forward(classifier, examples.head(params["batch_size"]), params["batch_size"])  # warm-up
     forward_rate = len(examples) / timed_forward(classifier, examples, params["batch_size"])
     run = explain_examples(classifier.model, classifier.tokenizer, examples, explainers, params["batch_size"])

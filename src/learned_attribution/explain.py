@@ -43,7 +43,7 @@ from learned_attribution.explainers import EXPLAINERS, Explainer
 from learned_attribution.metrics.plausibility import budget_k, threshold_mask, top_k_mask
 from learned_attribution.models import artifacts
 from learned_attribution.models.runner import iter_batches, predict_proba, resolve_device
-from learned_attribution.models.signals import continuation_token_ids
+from learned_attribution.models.signals import token_vocabulary
 from learned_attribution.tasks import FOLD_PREFIX, FOLDS, TASKS
 
 logger = logging.getLogger(__name__)
@@ -190,7 +190,7 @@ class FoldExplainer:
         self.rho = float(self.card["rho"])
         self.layer = int(self.card.get("layer", context.get("layer", -1)))
         self._explainers: dict[str, Explainer] = {}
-        self._continuation_ids = continuation_token_ids(classifier.tokenizer)  # a scan of the vocabulary: once
+        self._vocabulary = token_vocabulary(classifier.tokenizer)  # a scan of the vocabulary: once
 
     @classmethod
     def from_fold(cls, fold: str | Path, classifier: str | Path | TrainedClassifier | None = None,
@@ -225,7 +225,7 @@ class FoldExplainer:
         if method not in self._explainers:
             self._explainers[method] = method_explainer(
                 method, expnet=self.learned["expnet_paper"], expnet_plus=self.learned["expnet_plus"], layer=self.layer,
-                continuation_ids=self._continuation_ids, settings=self.card.get("baselines", {}).get(method))
+                vocabulary=self._vocabulary, settings=self.card.get("baselines", {}).get(method))
         return self._explainers[method]
 
     def threshold(self, method: str) -> float | None:

@@ -12,7 +12,7 @@ from learned_attribution.explain import (ExplainInputError, FoldExplainer, load_
                                          word_scores)
 from learned_attribution.explainers import build_explainer
 from learned_attribution.models.features import cls_attention_features
-from learned_attribution.models.signals import continuation_token_ids
+from learned_attribution.models.signals import token_vocabulary
 
 TEXTS = ["the movie is great .", "a very boring film , but the actors were fun !", "bad"]
 
@@ -59,7 +59,7 @@ def test_every_method_equals_the_registry_explainer_on_the_same_batch(fold):
                              "input_ids": [tokenizer(t.split(), is_split_into_words=True)["input_ids"] for t in TEXTS],
                              "predicted": [r.predicted for r in results]})
     explainers = {"expnet_plus": build_explainer("expnet_plus", model=fold.learned["expnet_plus"], layer=-1,
-                                                 continuation_ids=continuation_token_ids(tokenizer)),
+                                                 vocabulary=token_vocabulary(tokenizer)),
                   "expnet_paper": build_explainer("expnet_paper", training=fold.learned["expnet_paper"], layer=-1),
                   "saliency": build_explainer("saliency"),
                   "integrated_gradients": build_explainer("integrated_gradients", n_steps=4),  # fold.json setting

@@ -10,7 +10,7 @@ from learned_attribution.explainers.base import make_batch
 from learned_attribution.models.expnet_plus import (ExpNetPlus, TrainingSettings, Variant, build_variant_network,
                                                     score_examples)
 from learned_attribution.models.features import extract_token_rows
-from learned_attribution.models.signals import columns_for, token_signals
+from learned_attribution.models.signals import TokenVocabulary, columns_for, token_signals
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP], [CLS, 9, SEP]]
@@ -19,7 +19,7 @@ ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP], [CLS, 9, SEP]]
 @pytest.mark.parametrize("variant", [
     Variant("attention_only"),
     Variant("everything", feature_sets=("attention", "attention_x_gradient", "layer_gradient", "saliency",
-                                         "raw_attention_layers", "afn_norm", "position"), gating=True),
+                                         "raw_attention_layers", "afn_norm", "position", "token_kind"), gating=True),
     Variant("within_example", feature_sets=("attention", "layer_gradient", "position"), example_z=True),
     Variant("stack", feature_sets=("attention", "attention_x_gradient", "saliency"), network="simplex"),
 ])
@@ -31,18 +31,19 @@ def test_explainer_equals_the_model_on_extracted_rows(tiny_bert_classifier, vari
     rng = np.random.default_rng(0)
     trained = ExpNetPlus(variant, columns, net, rng.normal(size=len(columns)).astype(np.float32),
                          rng.uniform(0.5, 2, size=len(columns)).astype(np.float32))
-    continuation = torch.tensor([12, 22])
+    vocabulary = TokenVocabulary(continuation=torch.tensor([12, 22]), punctuation=torch.tensor([30]),
+                                 closed_class=torch.tensor([7]))
     targets = [1, 0, 1]
     examples = pd.DataFrame({"example_id": ["a", "b", "c"], "input_ids": ROWS, "predicted": targets,
                              "token_labels": [[-100, 1, 0, 0, 1, -100], [-100, 0, 1, -100], [-100, 1, -100]]})
 
     def compute(input_ids, attention_mask, target):
-        return token_signals(model, input_ids, attention_mask, target, variant.feature_sets, -1, continuation)
+        return token_signals(model, input_ids, attention_mask, target, variant.feature_sets, -1, vocabulary)
 
     table = next(extract_token_rows(examples, compute, columns, 8, PAD, [CLS, SEP, PAD]))
     expected = score_examples(trained, table).set_index("example_id")["scores"]
 
-    explainer = build_explainer("expnet_plus", model=trained, layer=-1, continuation_ids=continuation)
+    explainer = build_explainer("expnet_plus", model=trained, layer=-1, vocabulary=vocabulary)
     batch = make_batch(ROWS, targets, pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=[CLS, SEP, PAD])
     attribution = explainer.explain(model, batch)
     for row, example_id in enumerate(["a", "b", "c"]):

@@ -42,6 +42,7 @@ def test_every_fold_scores_fifteen_methods_and_the_floors(smoke_run):
     summary = (SMOKE / "08_reporting" / "crosstask_summary.md").read_text()
     assert all(f"## {fold}" in summary for fold in FOLDS) and "Paper (bert-base)" in summary
     assert "ExpNet+ (chosen variant)" in summary
+    assert summary.count("(selected): validation") == len(FOLDS) and "per seed" in summary
 
 
 def test_expnet_plus_selection_and_ablation(smoke_run):
@@ -70,6 +71,17 @@ def test_expnet_plus_selection_and_ablation(smoke_run):
         fold_row = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus")
                            & (metrics["subset"] == "all") & (metrics["rule"] == "matched")]
         assert chosen_row["auroc"].iloc[0] == pytest.approx(fold_row["auroc"].iloc[0], abs=1e-4)
+        # three seeds per variant; the ensemble is scored, and each seed's own network too
+        candidates = rows[rows["variant"].isin(variants)]
+        assert (candidates["seeds"] == 3).all() and candidates["auroc_seed_sd"].ge(0).all()
+        assert (candidates["auroc_seed_min"] <= candidates["auroc_seed_max"]).all()
+        stack = candidates.set_index("variant").loc["stack_agreement"]
+        assert "convex stack" in stack["description"] and stack["n_pseudo_examples"] > 0
+        assert len(stack["stack_weights"].split(", ")) == 5
+        # every candidate is on the fold's cost chart: timed beside a forward pass
+        cost = pd.read_csv(SMOKE / "08_reporting" / "crosstask" / f"expnet_plus_cost_{task}.csv")
+        assert set(cost["variant"]) == variants and (cost["ratio_to_forward"] > 0).all()
+        assert (SMOKE / "08_reporting" / "crosstask" / f"cost_{task}.png").stat().st_size > 10_000
     assert (SMOKE / "08_reporting" / "expnet_plus_ablation.png").stat().st_size > 10_000
     assert "# ExpNet+ ablation" in (SMOKE / "08_reporting" / "expnet_plus_ablation.md").read_text()
 

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from learned_attribution.models.signals import FEATURE_SETS, columns_for, position_signals, token_signals
+from learned_attribution.models.signals import (FEATURE_SETS, TokenVocabulary, columns_for, position_signals,
+                                               token_signals, token_vocabulary)
 
 HEADS, LAYERS = 2, 3
 
@@ -47,7 +48,8 @@ def _reference(model, input_ids, attention_mask, target):
 def test_every_set_equals_a_direct_computation(model, batch):
     input_ids, attention_mask, target = batch
     signals = token_signals(model, input_ids, attention_mask, target, FEATURE_SETS, layer=-1,
-                            continuation_ids=torch.tensor([7, 10]))
+                            vocabulary=TokenVocabulary(continuation=torch.tensor([7, 10]),
+                                                       punctuation=torch.tensor([8, 2]), closed_class=torch.tensor([5])))
     names = columns_for(FEATURE_SETS, HEADS, LAYERS)
     assert signals.shape == (2, 6, len(names))
     column = {name: signals[..., i] for i, name in enumerate(names)}
@@ -72,6 +74,11 @@ def test_every_set_equals_a_direct_computation(model, batch):
     assert column["is_continuation"][0].tolist() == [0, 0, 0, 1, 0, 0]
     assert column["is_continuation"][1].tolist() == [0, 0, 1, 0, 0, 0]
     assert column["is_last"][0].tolist() == [0, 0, 0, 0, 1, 0]
+    # token kinds: ids 8 and 2 listed as punctuation, 5 as closed-class; content tokens lie between [CLS] and [SEP]
+    assert column["is_punctuation"][0].tolist() == [0, 0, 0, 0, 1, 1]
+    assert column["is_closed_class"][0].tolist() == [0, 1, 0, 0, 0, 0]
+    assert column["is_content"][0].tolist() == [0, 0, 1, 1, 0, 0]
+    assert column["is_content"][1].tolist() == [0, 1, 1, 0, 0, 0]
 
 
 def test_cheap_gradients_match_and_leave_the_model_untouched(model, batch):
@@ -117,3 +124,16 @@ def test_saliency_set_is_the_saliency_baseline(model, batch):
     signals = token_signals(model, input_ids, attention_mask, target, ["saliency"])
     real = attention_mask.bool()
     torch.testing.assert_close(signals[..., 0][real], baseline.scores[real], rtol=1e-4, atol=1e-6)
+
+
+def test_token_vocabulary_of_a_wordpiece_tokenizer(tmp_path):
+    from transformers import BertTokenizerFast
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "##s", ".", "!?", "of", "great", "2"]
+    (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
+    tokenizer = BertTokenizerFast(str(tmp_path / "vocab.txt"))
+    vocabulary = token_vocabulary(tokenizer)
+    index = {w: i for i, w in enumerate(words)}
+    assert vocabulary.continuation.tolist() == [index["##s"]]
+    assert vocabulary.punctuation.tolist() == [index["."], index["!?"]]  # special tokens are never punctuation
+    assert vocabulary.closed_class.tolist() == [index["the"], index["of"]]

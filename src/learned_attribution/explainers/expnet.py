@@ -8,7 +8,7 @@ from learned_attribution.models.expnet import ExpNetTraining
 from learned_attribution.models.expnet_plus import ExpNetPlus
 from learned_attribution.models.features import cls_attention_features
 from learned_attribution.models.runner import eval_mode, forward
-from learned_attribution.models.signals import signals_and_logits
+from learned_attribution.models.signals import TokenVocabulary, signals_and_logits
 
 from .base import Attribution, Batch, Explainer, register
 
@@ -46,14 +46,14 @@ class ExpNetPlusExplainer(Explainer):
 
     family = "learned"
 
-    def __init__(self, model: ExpNetPlus, layer: int = -1, continuation_ids: torch.Tensor | None = None):
+    def __init__(self, model: ExpNetPlus, layer: int = -1, vocabulary: TokenVocabulary | None = None):
         self.model = model
         self.layer = layer
-        self.continuation_ids = continuation_ids
+        self.vocabulary = vocabulary
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         signals, logits = signals_and_logits(model, batch.input_ids, batch.attention_mask, batch.target,
-                                             self.model.variant.feature_sets, self.layer, self.continuation_ids)
+                                             self.model.variant.feature_sets, self.layer, self.vocabulary)
         # Only real tokens enter the network (within-example statistics must not see [CLS], [SEP], padding).
         keep = ~batch.special_mask.cpu().numpy()
         rows = signals.detach().cpu().numpy()[keep]

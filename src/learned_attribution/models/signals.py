@@ -10,6 +10,10 @@ Feature sets (columns per token; H heads, L layers, `layer` = the attention laye
 - `afn_norm` (L + 1): ||h_j|| at every layer (0 = embedding output), the AFN strength of SPEC §10.
 - `position` (4): relative position among the non-special tokens, 1 / their number, word-piece
   continuation flag (a `##` piece), last-token flag.
+- `token_kind` (3, issue 10): punctuation (every character a Unicode punctuation or symbol), closed-class word
+  (determiners, pronouns, prepositions, conjunctions, auxiliaries, particles: `CLOSED_CLASS_WORDS`), and content
+  token (a real token that is neither). Task-independent facts about the token that post-hoc attributions are
+  known to over- or under-weight (structural tokens), so a network can learn to correct for them.
 
 Gradients are of the explained (predicted) class's logit. Only the sets that need them run a backward
 pass, and only from the earliest layer they need: the attention/layer-gradient sets backpropagate
@@ -18,7 +22,9 @@ at that layer's input), which is what keeps ExpNet+ near a forward pass in cost.
 """
 from __future__ import annotations
 
+import unicodedata
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import torch
@@ -27,7 +33,7 @@ from .features import cls_attention_features, feature_names
 from .runner import eval_mode, forward, model_device
 
 FEATURE_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers", "afn_norm",
-                "position")
+                "position", "token_kind")
 GRADIENT_SETS = frozenset({"attention_x_gradient", "layer_gradient", "saliency"})
 
 
@@ -41,6 +47,7 @@ def signal_columns(feature_set: str, n_heads: int, n_layers: int) -> list[str]:
         "raw_attention_layers": [f"raw_attention_l{layer}" for layer in range(n_layers)],
         "afn_norm": [f"afn_norm_l{layer}" for layer in range(n_layers + 1)],
         "position": ["relative_position", "inverse_length", "is_continuation", "is_last"],
+        "token_kind": ["is_punctuation", "is_closed_class", "is_content"],
     }
     if feature_set not in columns:
         raise ValueError(f"unknown feature set {feature_set!r}; known: {list(FEATURE_SETS)}")
@@ -52,9 +59,47 @@ def columns_for(feature_sets: Sequence[str], n_heads: int, n_layers: int) -> lis
     return [column for name in feature_sets for column in signal_columns(name, n_heads, n_layers)]
 
 
-def continuation_token_ids(tokenizer) -> torch.Tensor:
-    """Ids of the word-piece continuation tokens (`##...`) of a WordPiece vocabulary."""
-    return torch.as_tensor(sorted(i for t, i in tokenizer.get_vocab().items() if t.startswith("##")), dtype=torch.long)
+CLOSED_CLASS_WORDS = frozenset("""
+a an the this that these those some any no every each either neither all both half several many much few little
+more most less least other another such what which whose whatever whichever
+i me my mine myself you your yours yourself yourselves he him his himself she her hers herself it its itself we us
+our ours ourselves they them their theirs themselves one ones who whom whoever someone somebody something anyone
+anybody anything everyone everybody everything nobody nothing none
+about above across after against along amid among around as at before behind below beneath beside besides between
+beyond by despite down during except for from in inside into like near of off on onto out outside over past per
+since than through throughout till to toward towards under underneath unlike until up upon via with within without
+and but or nor so yet if because although though while whereas unless whether once when whenever where wherever
+be am is are was were been being have has had having do does did done doing will would shall should can could may
+might must ought
+not n't 't s 's 'd 'll 're 've 'm there here then very too also just only even ever still already again
+""".split())
+
+
+@dataclass(frozen=True)
+class TokenVocabulary:
+    """Ids of a vocabulary's word-piece continuations (`##...`), punctuation tokens and closed-class words (the
+    `position` and `token_kind` sets read them); empty: no token is any of them."""
+
+    continuation: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
+    punctuation: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
+    closed_class: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
+
+
+def is_punctuation(token: str) -> bool:
+    return bool(token) and all(unicodedata.category(c)[0] in "PS" for c in token)
+
+
+def token_vocabulary(tokenizer) -> TokenVocabulary:
+    """The `TokenVocabulary` of a WordPiece tokenizer (one scan of its vocabulary)."""
+    vocabulary = tokenizer.get_vocab()
+    special = set(getattr(tokenizer, "all_special_tokens", []))
+
+    def ids(rule) -> torch.Tensor:
+        return torch.as_tensor(sorted(i for t, i in vocabulary.items() if t not in special and rule(t)),
+                               dtype=torch.long)
+
+    return TokenVocabulary(ids(lambda t: t.startswith("##")), ids(is_punctuation),
+                           ids(lambda t: t.lower() in CLOSED_CLASS_WORDS))
 
 
 def encoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
@@ -110,14 +155,14 @@ def _leaf_input(store: dict, key: int, make_leaf: bool):
 
 def token_signals(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, target: torch.Tensor,
                   feature_sets: Sequence[str], layer: int = -1,
-                  continuation_ids: torch.Tensor | None = None) -> torch.Tensor:
+                  vocabulary: TokenVocabulary | None = None) -> torch.Tensor:
     """[B, T, F] float32 signals for `feature_sets` (columns as `columns_for`), one pass of the classifier."""
-    return signals_and_logits(model, input_ids, attention_mask, target, feature_sets, layer, continuation_ids)[0]
+    return signals_and_logits(model, input_ids, attention_mask, target, feature_sets, layer, vocabulary)[0]
 
 
 def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        target: torch.Tensor | None, feature_sets: Sequence[str], layer: int = -1,
-                       continuation_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                       vocabulary: TokenVocabulary | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_signals` and the classifier's logits [B, C] of the same pass; `target=None` explains the
     predicted class (read from those logits), so classifying and explaining new text is one pass."""
     unknown = set(feature_sets) - set(FEATURE_SETS)
@@ -172,21 +217,36 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
         elif name == "afn_norm":
             parts.append(torch.stack([h.detach().norm(dim=-1) for h in output.hidden_states], dim=-1))
         elif name == "position":
-            parts.append(position_signals(input_ids, attention_mask, continuation_ids))
+            parts.append(position_signals(input_ids, attention_mask, vocabulary))
+        elif name == "token_kind":
+            parts.append(token_kind_signals(input_ids, attention_mask, vocabulary))
     return torch.cat([p.float() for p in parts], dim=-1), output.logits.detach().float()
 
 
 def position_signals(input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     continuation_ids: torch.Tensor | None) -> torch.Tensor:
+                     vocabulary: TokenVocabulary | None) -> torch.Tensor:
     """[B, T, 4]: relative position among the non-special tokens (0 first .. 1 last), 1 / their number,
     continuation flag, last-token flag. Sequences are [CLS] tokens... [SEP] then padding."""
     n_real = attention_mask.sum(1, keepdim=True).float() - 2  # minus [CLS] and [SEP]
     index = torch.arange(input_ids.shape[1], dtype=torch.float32, device=input_ids.device)[None, :] - 1  # 0 at the first real token
     relative = (index / (n_real - 1).clamp(min=1)).clamp(0, 1)
     inverse_length = (1 / n_real.clamp(min=1)).expand_as(relative)
-    if continuation_ids is None:
-        continuation = torch.zeros_like(relative)
-    else:
-        continuation = torch.isin(input_ids, continuation_ids.to(input_ids.device)).float()
+    continuation = _member(input_ids, (vocabulary or TokenVocabulary()).continuation)
     last = (index == n_real - 1).float()
     return torch.stack([relative, inverse_length, continuation, last], dim=-1)
+
+
+def token_kind_signals(input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       vocabulary: TokenVocabulary | None) -> torch.Tensor:
+    """[B, T, 3]: punctuation, closed-class word, content token (a real token that is neither; [CLS], [SEP] and
+    padding are 0)."""
+    vocabulary = vocabulary or TokenVocabulary()
+    punctuation = _member(input_ids, vocabulary.punctuation)
+    closed = _member(input_ids, vocabulary.closed_class)
+    index = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :]
+    real = (attention_mask > 0) & (index > 0) & (index < attention_mask.sum(1, keepdim=True) - 1)
+    return torch.stack([punctuation, closed, real.float() * (1 - punctuation) * (1 - closed)], dim=-1)
+
+
+def _member(input_ids: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    return torch.isin(input_ids, ids.to(input_ids.device)).float()

@@ -127,15 +127,15 @@ def explainer_signals(classifier: TrainedClassifier, predictions: pd.DataFrame, 
     """ExpNet+ inputs (issue 06): every feature set of `models.signals` for every rationale example, from
     the task's classifier explaining its predicted class (on the `compute` device), as Parquet parts saved
     lazily one chunk at a time."""
-    from learned_attribution.models.signals import FEATURE_SETS, columns_for, continuation_token_ids, token_signals
+    from learned_attribution.models.signals import FEATURE_SETS, columns_for, token_vocabulary, token_signals
 
     model, tokenizer = Compute.from_params(compute).place(classifier.model), classifier.tokenizer
     feature_sets = list(FEATURE_SETS)
-    continuation = continuation_token_ids(tokenizer)
+    vocabulary = token_vocabulary(tokenizer)
     names = columns_for(feature_sets, model.config.num_attention_heads, model.config.num_hidden_layers)
 
     def signals_of(input_ids, attention_mask, target):
-        return token_signals(model, input_ids, attention_mask, target, feature_sets, params["layer"], continuation)
+        return token_signals(model, input_ids, attention_mask, target, feature_sets, params["layer"], vocabulary)
 
     chunks = extract_token_rows(predictions, signals_of, names, params["batch_size"], tokenizer.pad_token_id,
                                 frame_token_ids(tokenizer), tokenizer, params["chunk_size"], "explainer signals")

@@ -184,9 +184,10 @@ def combine_folds(*fold_metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(fold_metrics, ignore_index=True)
 
 
-def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame) -> str:
+def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, ablation: pd.DataFrame) -> str:
     """Markdown: per fold, every method's matched-budget F1 and AUROC (95% CI), the floors, ExpNet's
-    own rules, the paper's reference numbers beside ours, and whether the paper's claim holds here."""
+    own rules, the paper's reference numbers beside ours, whether the paper's claim holds here, and every
+    ExpNet+ candidate of the fold's selection (the ablation table: validation, held-out AUROC, seed spread)."""
     from learned_attribution.reporting import PAPER_REFERENCE, markdown_table
 
     lines = ["# Cross-task results", "",
@@ -234,6 +235,17 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame) -
                     f"baseline's{' (intervals apart)' if auroc_win else ''}, matched F1 "
                     f"{'above' if row['f1'] > best_f1['f1'] else 'below'} the best baseline's, own-rule F1 "
                     f"{'above' if own['f1'].iloc[0] > all_tokens['f1'].iloc[0] else 'below'} the all-tokens floor.")
+            lines.append("")
+        candidates = ablation[(ablation["fold"] == fold) & ablation["val_auroc"].notna()]
+        if len(candidates):
+            lines += ["ExpNet+ candidates (selected first, then by validation AUROC; held-out AUROC of the seed ensemble, "
+                      "and each seed's own):", ""]
+            for r in candidates.sort_values(["selected", "val_auroc"], ascending=False).to_dict("records"):
+                spread = (f"; per seed {r['auroc_seed_mean']:.3f} ± {r['auroc_seed_sd']:.3f}"
+                          if pd.notna(r.get("auroc_seed_mean")) else "")
+                lines.append(f"- {'**' if r['selected'] else ''}{r['variant']}{'** (selected)' if r['selected'] else ''}: "
+                             f"validation {r['val_auroc']:.4f}, held-out AUROC {r['auroc']:.3f} [{r['auroc_low']:.3f}, "
+                             f"{r['auroc_high']:.3f}]{spread}, matched F1 {r['f1_matched']:.3f}")
             lines.append("")
     return "\n".join(lines)
 

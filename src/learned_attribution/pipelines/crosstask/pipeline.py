@@ -80,7 +80,7 @@ def create_folds() -> Pipeline:
                            for key in ("n_heatmaps", "expnet", "expnet_plus", "layer", "faithfulness", "baselines")}}))
     report = pipeline([
         node(combine_folds, [f"heldout_{t}.fold_metrics" for t in TASKS], "crosstask_metrics", name="combine_folds"),
-        node(crosstask_summary, ["crosstask_metrics", "classifier_metrics"], "crosstask_summary",
+        node(crosstask_summary, ["crosstask_metrics", "classifier_metrics", "expnet_plus_ablation"], "crosstask_summary",
              name="crosstask_summary"),
         node(expnet_plus_report, [f"heldout_{t}.expnet_plus_ablation" for t in TASKS],
              ["expnet_plus_ablation", "expnet_plus_ablation_page", "expnet_plus_ablation_plot"],
