@@ -46,7 +46,7 @@ def cost_plausibility_chart(points: pd.DataFrame, title: str) -> plt.Figure:
     points: AUROC on the expensive methods' sample only; diamonds: the ExpNet+ candidates of the fold's selection
     (named in the legend; the selected one is the red `expnet_plus` point). Left: every method (log scale); right:
     the single-pass methods (ratio >= 0.2), where they crowd."""
-    figure, axes = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [1, 1.3]})
+    figure, axes = plt.subplots(1, 2, figsize=(15, 5.5), gridspec_kw={"width_ratios": [1, 1.3]})
     variants = points[points["family"] == "expnet_plus variant"]
     shades = plt.cm.viridis(np.linspace(0.1, 0.9, max(len(variants), 1)))
     colours = dict(zip(variants["method"], shades))
@@ -73,7 +73,8 @@ def cost_plausibility_chart(points: pd.DataFrame, title: str) -> plt.Figure:
     axes[1].set_xlabel("throughput, ratio to a plain forward pass (single-pass methods)")
     axes[0].legend(loc="lower left", fontsize=8)
     if len(variants):
-        axes[1].legend(loc="lower right", fontsize=7, title="ExpNet+ candidates", title_fontsize=7)
+        axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, title="ExpNet+ candidates",
+                       title_fontsize=7)
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
     return figure
