@@ -247,6 +247,7 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
     method, with gold labels and the `in_sample` flag), the failures and the cost table (examples per
     second, and where they ran)."""
     from learned_attribution.distributed import DaskSettings, dask_client, explain_on_dask
+
     place = Compute.from_params(compute)
     place.place(classifier.model)
     dask = DaskSettings.from_params(compute)

@@ -23,8 +23,8 @@ the objective, and three ideas for transfer to an unseen task's classifier:
   each positive token labelled with the share of the signals that put it in their top k (soft labels).
 Every variant trains `TrainingSettings.seeds` networks side by side (different initialisations, the same
 batches; each stops early on its own validation AUROC); the explainer is their ensemble (mean logit), the
-selection reads the seed-mean validation AUROC, and `member_scores` gives each seed's own scores, so that
-the seed spread is reported.
+selection reads the seed-mean validation AUROC, and `predict(..., member=i)` gives seed i's own scores, so
+that the seed spread is reported.
 Objectives: `focal` (the paper's), `pairwise` (logistic loss on every rationale/non-rationale token pair
 of an example: a ranking objective, since explanations are judged by how they rank tokens) or both summed.
 
