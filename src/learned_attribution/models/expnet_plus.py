@@ -480,12 +480,18 @@ class ExpNetPlus:
             features = within_example_z(features, example_ids)
         if self.variant.network == "simplex":
             features = within_example_ranks(features, example_ids)
+        return self.network_probabilities(torch.as_tensor((features - self.target_mean) / self.target_std), offsets,
+                                          member)
+
+    def network_probabilities(self, inputs: torch.Tensor, offsets: torch.Tensor | float,
+                              member: int | None = None) -> np.ndarray:
+        """Token probabilities from the network's own inputs (already transformed and standardised) and the anchor
+        offsets (0 without an anchor): sigmoid(offset + anchor_weight x the ensemble's, or one seed's, logit)."""
         with torch.inference_mode():
-            x = torch.as_tensor((features - self.target_mean) / self.target_std)
             if not self.variant.anchor_weight:
-                residual = torch.zeros(len(x))
+                residual = torch.zeros(len(inputs))
             else:
-                logits = self.net(x)
+                logits = self.net(inputs)
                 residual = logits.mean(0) if member is None else logits[member]
             return torch.sigmoid(offsets + self.variant.anchor_weight * residual).numpy()
 
@@ -633,10 +639,8 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
     model.best_epoch, model.member_best_epochs = int(best_epochs.max()), best_epochs.tolist()
     model.member_val_auroc = [float(v) for v in best] if model.history else []
     val_examples.features, val_examples.labels = val_examples.features.cpu(), val_examples.labels.cpu()
-    val_offsets = torch.zeros(len(val_examples.features)) if val_examples.offsets is None else val_examples.offsets.cpu()
-    with torch.inference_mode():
-        residual = net(val_examples.features).mean(0) if variant.anchor_weight else torch.zeros(len(val_offsets))
-        val_probabilities = torch.sigmoid(val_offsets + variant.anchor_weight * residual).numpy()
+    val_offsets = 0.0 if val_examples.offsets is None else val_examples.offsets.cpu()
+    val_probabilities = model.network_probabilities(val_examples.features, val_offsets)
     model.calibrated_threshold = calibrate_threshold(val_examples.split_scores(val_probabilities), val_examples.gold())
     logger.info("ExpNet+ %s: best epochs %s of %d, validation AUROC per seed %s", variant.name,
                 model.member_best_epochs, len(model.history), np.round(best, 4).tolist())
