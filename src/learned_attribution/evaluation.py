@@ -156,7 +156,8 @@ def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, th
               sample_ids: Sequence[str] | None = None) -> pd.DataFrame:
     """The metrics table of one fold: every method x rule x subset, plus the floors.
 
-    Subsets: `all` rationale examples, the `correct`ly predicted ones, and, when `sample_ids` is given,
+    Subsets: `all` rationale examples, the `correct`ly predicted ones and the `incorrect`ly predicted ones (whose
+    explanations are of the wrong class: signed signals flip there), and, when `sample_ids` is given,
     the seeded `sample` on which the expensive methods ran (every method is scored there too, so
     that comparisons with them are like for like). A method is scored on the examples of the subset
     it explained; `n_examples` says how many.
@@ -165,7 +166,8 @@ def score_all(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float, th
     """
     examples = examples.set_index("example_id")
     rows = []
-    subsets = {"all": examples.index, "correct": examples.index[examples["correct"].to_numpy(bool)]}
+    correct = examples["correct"].to_numpy(bool)
+    subsets = {"all": examples.index, "correct": examples.index[correct], "incorrect": examples.index[~correct]}
     if sample_ids is not None:
         subsets["sample"] = pd.Index(list(sample_ids))
     for subset, ids in subsets.items():

@@ -76,6 +76,9 @@ def test_scoring_known_answers(rationale_set):
     assert metrics.at[("oracle", "matched", "all"), "auroc"] == 1.0
     assert metrics.at[("inverse", "matched", "all"), "auroc"] == 0.0
     assert metrics.at[("oracle", "matched", "correct"), "n_examples"] == 2
+    n_all = metrics.at[("oracle", "matched", "all"), "n_examples"]
+    assert metrics.at[("oracle", "matched", "incorrect"), "n_examples"] == n_all - 2
+    assert metrics.at[("inverse", "matched", "incorrect"), "auroc"] == 0.0
     assert metrics.at[("oracle", "matched", "sample"), "comprehensiveness"] == 0.3
     assert {"all_tokens", "random"} <= set(metrics.index.get_level_values("method"))
 

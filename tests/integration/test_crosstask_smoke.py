@@ -42,6 +42,7 @@ def test_every_fold_scores_fifteen_methods_and_the_floors(smoke_run):
     summary = (SMOKE / "08_reporting" / "crosstask_summary.md").read_text()
     assert all(f"## {fold}" in summary for fold in FOLDS) and "Paper (bert-base)" in summary
     assert "ExpNet+ (chosen variant)" in summary
+    assert summary.count("- AUROC by prediction: correctly predicted") == len(FOLDS)
     assert summary.count("(selected): validation") == len(FOLDS) and "per seed" in summary
 
 

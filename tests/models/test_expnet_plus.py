@@ -281,3 +281,37 @@ def test_a_simplex_stack_learns_which_signal_carries_the_rationale():
     assert validation_auroc(stack, b["val"]) > uniform_auroc + 0.05
     with pytest.raises(ValueError, match="simplex stack rank-normalises"):
         Variant("bad", network="simplex", standardise="per_task")
+
+
+def signed_evidence_task(task: str, n_examples: int, seed: int, sign: float) -> pd.DataFrame:
+    """Token rows where only attention x gradient (head 0) carries the rationale, with the given sign: -1 is what a
+    mispredicted example looks like (the gradient of the predicted class points away from the true evidence)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for e in range(n_examples):
+        labels = np.zeros(6, dtype=int)
+        labels[rng.choice(6, size=2, replace=False)] = 1
+        values = rng.normal(scale=0.5, size=(6, len(COLUMNS)))
+        values[:, COLUMNS.index("axg_h0")] += sign * 3.0 * labels
+        rows += [{"example_id": f"{task}-{e}", "task": task, "token_label": labels[j], **dict(zip(COLUMNS, values[j]))}
+                 for j in range(6)]
+    return pd.DataFrame(rows)
+
+
+def test_magnitude_inputs_survive_the_sign_flip_of_a_misprediction():
+    train, val = signed_evidence_task("a", 60, 1, +1.0), signed_evidence_task("a", 30, 2, +1.0)
+    mispredicted = signed_evidence_task("c", 40, 3, -1.0)
+    stats = {"a": train.drop(columns="token_label"), "c": mispredicted.drop(columns="token_label")}
+    signed, magnitude = (fit_variant(Variant(name, objective="pairwise", signs=name), train, val, mispredicted, stats,
+                                     COLUMNS, 0.3, 2, FAST) for name in ("signed", "magnitude"))
+    assert validation_auroc(signed, val) > 0.95 and validation_auroc(magnitude, val) > 0.95
+    assert validation_auroc(signed, mispredicted) < 0.1  # the signed network ranks the rationale last
+    assert validation_auroc(magnitude, mispredicted) > 0.95
+    x = mispredicted[COLUMNS].to_numpy(np.float32)
+    signed_index = [COLUMNS.index(c) for c in ("axg_h0", "axg_h1", "layer_grad_x_input", "embedding_grad_x_input")]
+    absolute = x.copy()
+    absolute[:, signed_index] = np.abs(x[:, signed_index])
+    np.testing.assert_array_equal(magnitude.predict(x), magnitude.predict(absolute))
+    assert not np.array_equal(signed.predict(x), signed.predict(absolute))
+    with pytest.raises(ValueError, match="signs='sign'"):
+        Variant("bad", signs="sign")

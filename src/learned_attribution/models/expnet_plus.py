@@ -19,6 +19,9 @@ the objective, and three ideas for transfer to an unseen task's classifier:
   rank-normalised within its example and the score is a weighted mean of those ranks, weights on the simplex
   (softmax), learned on the training tasks (aggregation of explanation methods, Rieger & Hansen 2019).
   The weights say which signals the stack trusts (`ExpNetPlus.stack_weights`).
+- `signs: magnitude` (issue 10): the signed columns (`signals.signed_columns`) enter as absolute values. Those
+  are gradients of the predicted class, so they invert on a mispredicted example, a regime the explainer never
+  trains on (correct predictions only, SPEC §4) and the one most of CoLA's rationale examples are in.
 - `pseudo: agreement` (issue 10): self-training's pseudo-rationales from six cheap signals instead of three,
   each positive token labelled with the share of the signals that put it in their top k (soft labels).
 Every variant trains `TrainingSettings.seeds` networks side by side (different initialisations, the same
@@ -48,7 +51,7 @@ from tqdm.auto import tqdm
 from learned_attribution.metrics.plausibility import auroc_score, budget_k
 
 from .expnet import calibrate_threshold, focal_loss
-from .signals import FEATURE_SETS
+from .signals import FEATURE_SETS, signed_columns
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,7 @@ STANDARDISE = ("global", "per_task")
 OBJECTIVES = ("focal", "pairwise", "focal+pairwise")
 NETWORKS = ("mlp", "simplex")
 PSEUDO_RULES = ("cheap", "agreement")
+SIGNS = ("signed", "magnitude")
 PSEUDO_TASK = "pseudo"
 ANCHOR_COLUMN = "__anchor__"
 ANCHOR_SCALE = 4.0  # the anchor's logit range: comparable to what the residual network learns
@@ -75,6 +79,7 @@ class Variant:
     anchor_weight: float = 1.0  # weight of the residual at prediction (0: the anchor alone)
     network: str = "mlp"  # mlp: ExpNet's 2-layer network; simplex: a convex stack of rank-normalised inputs
     pseudo: str = "cheap"  # self-training's pseudo-rationale rule (see pseudo_rationales)
+    signs: str = "signed"  # magnitude: signed columns enter as absolute values
 
     def __post_init__(self) -> None:
         where = f"expnet_plus variant {self.name!r}"
@@ -82,6 +87,8 @@ class Variant:
             raise ValueError(f"{where}: network={self.network!r}, expected one of {NETWORKS}")
         if self.pseudo not in PSEUDO_RULES:
             raise ValueError(f"{where}: pseudo={self.pseudo!r}, expected one of {PSEUDO_RULES}")
+        if self.signs not in SIGNS:
+            raise ValueError(f"{where}: signs={self.signs!r}, expected one of {SIGNS}")
         if self.network == "simplex":
             conflicting = [flag for flag in ("example_z", "gating", "anchor") if getattr(self, flag)]
             if conflicting or self.standardise != "global":
@@ -117,6 +124,8 @@ class Variant:
         parts += [flag for flag in ("example_z", "balance", "gating", "self_training") if getattr(self, flag)]
         if self.self_training and self.pseudo != "cheap":
             parts.append(f"{self.pseudo} pseudo-rationales")
+        if self.signs == "magnitude":
+            parts.append("signed inputs as magnitudes")
         if self.anchor:
             parts.append(f"anchored on {self.anchor} + {self.anchor_weight:g} x residual")
         return ", ".join(parts)
@@ -360,6 +369,11 @@ def example_ranked(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     return table.assign(**{c: values[:, i] for i, c in enumerate(columns)})
 
 
+def magnitudes(table: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """`table` with its signed columns among `columns` as absolute values (`Variant.signs: magnitude`)."""
+    return table.assign(**{column: table[column].abs() for column in signed_columns(columns)})
+
+
 def with_anchor(table: pd.DataFrame, anchor: str) -> pd.DataFrame:
     """`table` with the anchor term of column `anchor` (per example) as `ANCHOR_COLUMN`."""
     if anchor not in table:
@@ -469,6 +483,10 @@ class ExpNetPlus:
         or one seed's network (`member`). `example_ids` (one per row) are needed by the variants that read whole
         examples (example_z, anchor, simplex)."""
         features = np.asarray(features, np.float32)
+        if self.variant.signs == "magnitude":
+            signed = [self.columns.index(column) for column in signed_columns(self.columns)]
+            features = features.copy()
+            features[:, signed] = np.abs(features[:, signed])
         per_example = self.variant.example_z or self.variant.anchor or self.variant.network == "simplex"
         if per_example and example_ids is None:
             raise ValueError(f"ExpNet+ variant {self.variant.name!r} reads whole examples: pass example_ids")
@@ -564,6 +582,9 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
     target = target.drop(columns=["token_label"], errors="ignore")
     target_task = target["task"].iloc[0]
     columns = list(columns)
+    if variant.signs == "magnitude":  # first, as predict does: every later step sees the magnitudes
+        train, val, target = (magnitudes(t, columns) for t in (train, val, target))
+        stats_tables = {task: magnitudes(t, columns) for task, t in stats_tables.items()}
     if variant.anchor:
         if variant.anchor not in columns:
             raise ValueError(f"expnet_plus variant {variant.name!r}: anchor {variant.anchor!r} is not among its input "

@@ -15,7 +15,9 @@ Feature sets (columns per token; H heads, L layers, `layer` = the attention laye
   token (a real token that is neither). Task-independent facts about the token that post-hoc attributions are
   known to over- or under-weight (structural tokens), so a network can learn to correct for them.
 
-Gradients are of the explained (predicted) class's logit. Only the sets that need them run a backward
+Gradients are of the explained (predicted) class's logit, so the signed columns (`signed_columns`: attention x
+gradient, gradient . input) flip with the prediction: on a mispredicted example they point away from the
+evidence for the true class, while the norms do not. Only the sets that need them run a backward
 pass, and only from the earliest layer they need: the attention/layer-gradient sets backpropagate
 through the last layers alone (the classifier's weights are frozen during the pass and the graph starts
 at that layer's input), which is what keeps ExpNet+ near a forward pass in cost.
@@ -52,6 +54,12 @@ def signal_columns(feature_set: str, n_heads: int, n_layers: int) -> list[str]:
     if feature_set not in columns:
         raise ValueError(f"unknown feature set {feature_set!r}; known: {list(FEATURE_SETS)}")
     return columns[feature_set]
+
+
+def signed_columns(columns: Sequence[str]) -> list[str]:
+    """The columns among `columns` whose sign follows the explained class (attention x gradient per head, gradient
+    . input at the layer and at the word embeddings)."""
+    return [column for column in columns if column.startswith("axg_h") or column.endswith("_grad_x_input")]
 
 
 def columns_for(feature_sets: Sequence[str], n_heads: int, n_layers: int) -> list[str]:

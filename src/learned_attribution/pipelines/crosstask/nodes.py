@@ -235,6 +235,7 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, a
                     f"baseline's{' (intervals apart)' if auroc_win else ''}, matched F1 "
                     f"{'above' if row['f1'] > best_f1['f1'] else 'below'} the best baseline's, own-rule F1 "
                     f"{'above' if own['f1'].iloc[0] > all_tokens['f1'].iloc[0] else 'below'} the all-tokens floor.")
+            lines += _by_prediction(rows, best_auroc["method"])
             lines.append("")
         candidates = ablation[(ablation["fold"] == fold) & ablation["val_auroc"].notna()]
         if len(candidates):
@@ -248,6 +249,21 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, a
                              f"{r['auroc_high']:.3f}]{spread}, matched F1 {r['f1_matched']:.3f}")
             lines.append("")
     return "\n".join(lines)
+
+
+def _by_prediction(rows: pd.DataFrame, baseline: str) -> list[str]:
+    """One line: matched AUROC of ExpNet+, the paper's ExpNet and `baseline` on the correctly and the incorrectly
+    predicted examples (the explained class is the wrong one on the latter)."""
+    matched = rows[(rows["rule"] == "matched")].set_index(["subset", "method"])
+    parts = []
+    for subset in ("correct", "incorrect"):
+        present = [m for m in ("expnet_plus", "expnet_paper", baseline) if (subset, m) in matched.index]
+        if not present:
+            continue
+        scores = ", ".join(f"{m} {matched.at[(subset, m), 'auroc']:.3f} [{matched.at[(subset, m), 'auroc_low']:.3f}, "
+                           f"{matched.at[(subset, m), 'auroc_high']:.3f}]" for m in present)
+        parts.append(f"{subset}ly predicted (n = {int(matched.at[(subset, present[0]), 'n_examples'])}): {scores}")
+    return [f"- AUROC by prediction: {'; '.join(parts)}."] if parts else []
 
 
 # ----------------------------------------------------------------------------------------------------

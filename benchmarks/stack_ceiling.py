@@ -1,0 +1,104 @@
+"""How far a learned mix of the per-token signals could get on each task, and where the signals fail.
+
+Reads a run's ExpNet+ input partitions (`data/04_feature/explainer_signals_<task>/`, written by
+`kedro run --pipeline crosstask`) and, on each task's rationale test set, reports:
+- every single cheap signal's mean per-example AUROC on all examples, the correctly predicted and the
+  mispredicted ones (signals are of the predicted class, so the signed ones flip on the latter);
+- the ceiling of the convex stack (ExpNet+'s `stack` variant, signed inputs and magnitudes) fit on the test
+  set's own rationales and scored on them: an upper bound, not a result; no explainer trained on other tasks
+  is expected to reach it.
+The test rationales are read here, which the pipeline never does for a held-out task: this is a diagnosis.
+
+    python benchmarks/stack_ceiling.py [--data data] [--tasks hatexplain sst2 cola]
+
+Output: data/08_reporting/benchmarks/stack_ceiling.csv and .md (and printed).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+
+from learned_attribution.models.expnet_plus import TrainingSettings, Variant, fit_variant, mean_example_auroc, validation_auroc
+from learned_attribution.models.signals import columns_for
+from learned_attribution.reporting import markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def single_signals(table: pd.DataFrame, n_heads: int, n_layers: int) -> pd.DataFrame:
+    """The cheap signals as baselines read them (one column each)."""
+    heads = range(n_heads)
+    axg = table[[f"axg_h{h}" for h in heads]]
+    return pd.DataFrame({
+        "saliency (embedding gradient norm)": table["embedding_grad_norm"],
+        "input x gradient (signed)": table["embedding_grad_x_input"],
+        "|input x gradient|": table["embedding_grad_x_input"].abs(),
+        "layer gradient norm": table["layer_grad_norm"],
+        "layer gradient x input (signed)": table["layer_grad_x_input"],
+        "|layer gradient x input|": table["layer_grad_x_input"].abs(),
+        "attention x gradient (signed, head mean)": axg.mean(axis=1),
+        "|attention x gradient| (head mean)": axg.abs().mean(axis=1),
+        "raw attention (head mean)": table[[f"cls_to_tok_h{h}" for h in heads]].mean(axis=1),
+        f"AFN norm, layer {2 * n_layers // 3}": table[f"afn_norm_l{2 * n_layers // 3}"],
+    }, index=table.index)
+
+
+def example_auroc(table: pd.DataFrame, score: pd.Series) -> float:
+    groups = table.assign(score=score).groupby("example_id", sort=False)
+    return mean_example_auroc([g["score"].to_numpy() for _, g in groups], [g["token_label"].to_numpy() for _, g in groups])
+
+
+def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_layers: int) -> list[dict]:
+    subsets = {"all": table, "correct": table[table["correct"]], "incorrect": table[~table["correct"]]}
+    counts = {subset: rows["example_id"].nunique() for subset, rows in subsets.items()}
+    rows = []
+    signals = single_signals(table, n_heads, n_layers)
+    for name in signals:
+        rows.append({"task": task, "what": name, **{f"auroc_{subset}": example_auroc(part, signals.loc[part.index, name])
+                                                    for subset, part in subsets.items()}})
+    training = TrainingSettings(**{**settings["training"], "learning_rate": 1e-2})
+    stack = settings["variants"]["stack"]
+    for signs in ("signed", "magnitude"):
+        variant = Variant.from_params(f"stack_{signs}", {**stack, "signs": signs})
+        columns = columns_for(variant.feature_sets, n_heads, n_layers)
+        fitted = {subset: fit_variant(variant, part, part, part, {task: part}, columns, 0.2, n_heads, training)
+                  for subset, part in subsets.items() if len(part)}
+        rows.append({"task": task, "what": f"CEILING: convex stack ({signs} inputs) fit on these rationales",
+                     **{f"auroc_{subset}": validation_auroc(model, subsets[subset]) for subset, model in fitted.items()}})
+    return [{**row, **{f"n_{subset}": count for subset, count in counts.items()}} for row in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=ROOT / "data")
+    parser.add_argument("--tasks", nargs="+", default=["hatexplain", "sst2", "cola"])
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    settings = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
+    rows = []
+    for task in args.tasks:
+        parts = sorted((args.data / "04_feature" / f"explainer_signals_{task}").glob("*.parquet"))
+        if not parts:
+            raise SystemExit(f"no signal partitions in {args.data / '04_feature' / f'explainer_signals_{task}'}: "
+                             "run `kedro run --pipeline crosstask` first")
+        table = pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+        table = table[table["role"] == "rationale_test"].reset_index(drop=True)
+        n_heads = sum(c.startswith("cls_to_tok_h") for c in table.columns)
+        n_layers = sum(c.startswith("raw_attention_l") for c in table.columns)
+        rows += ceiling(task, table, settings, n_heads, n_layers)
+        print(f"{task}: done", flush=True)
+    result = pd.DataFrame(rows)
+    out = args.data / "08_reporting" / "benchmarks"
+    out.mkdir(parents=True, exist_ok=True)
+    result.to_csv(out / "stack_ceiling.csv", index=False)
+    (out / "stack_ceiling.md").write_text(markdown_table(result) + "\n")
+    print(markdown_table(result))
+
+
+if __name__ == "__main__":
+    main()
