@@ -4,9 +4,12 @@ Reads a run's ExpNet+ input partitions (`data/04_feature/explainer_signals_<task
 `kedro run --pipeline crosstask`) and, on each task's rationale test set, reports:
 - every single cheap signal's mean per-example AUROC on all examples, the correctly predicted and the
   mispredicted ones (signals are of the predicted class, so the signed ones flip on the latter);
-- the ceiling of the convex stack (ExpNet+'s `stack` variant, signed inputs and magnitudes) fit on the test
-  set's own rationales and scored on them: an upper bound, not a result; no explainer trained on other tasks
-  is expected to reach it.
+- the ceilings of the convex stack (ExpNet+'s `stack` variant) and of the network (the `saliency` variant: every
+  signal set, per-task standardisation, pairwise loss), with signed inputs and with magnitudes, each fit on the
+  test set's own rationales (all examples, or one prediction subset) and scored on them (optimistic upper
+  bounds), and cross-fitted (fit on one seeded half of the examples, scored on the other, and the reverse):
+  what in-task supervision with these inputs reaches. Neither is a result: an explainer trained on other
+  tasks is not expected to reach them.
 The test rationales are read here, which the pipeline never does for a held-out task: this is a diagnosis.
 
     python benchmarks/stack_ceiling.py [--data data] [--tasks hatexplain sst2 cola]
@@ -18,11 +21,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 import yaml
 
-from learned_attribution.models.expnet_plus import TrainingSettings, Variant, fit_variant, mean_example_auroc, validation_auroc
+from learned_attribution.models.expnet_plus import (SIGNS, TrainingSettings, Variant, fit_variant, mean_example_auroc,
+                                                    score_examples, validation_auroc)
 from learned_attribution.models.signals import columns_for
 from learned_attribution.reporting import markdown_table
 
@@ -52,6 +57,23 @@ def example_auroc(table: pd.DataFrame, score: pd.Series) -> float:
     return mean_example_auroc([g["score"].to_numpy() for _, g in groups], [g["token_label"].to_numpy() for _, g in groups])
 
 
+def cross_fitted_auroc(variant: Variant, table: pd.DataFrame, task: str, columns: list[str], n_heads: int,
+                       training: TrainingSettings, seed: int = 0) -> float:
+    """Mean per-example AUROC when the examples are split in two seeded halves and each half is scored by `variant`
+    fit on the other: what in-task supervision with these inputs reaches, without scoring its own training data."""
+    ids = table["example_id"].unique()
+    halves = np.array_split(np.random.default_rng(seed).permutation(ids), 2)
+    scores, gold = [], []
+    for fit_ids, scored_ids in (halves, halves[::-1]):
+        fit_rows, scored_rows = (table[table["example_id"].isin(i)] for i in (fit_ids, scored_ids))
+        model = fit_variant(variant, fit_rows, fit_rows, scored_rows, {task: table}, columns, 0.2, n_heads, training)
+        scored = score_examples(model, scored_rows)
+        labels = scored_rows.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
+        scores += list(scored["scores"])
+        gold += [labels[i] for i in scored["example_id"]]
+    return mean_example_auroc(scores, gold)
+
+
 def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_layers: int) -> list[dict]:
     subsets = {"all": table, "correct": table[table["correct"]], "incorrect": table[~table["correct"]]}
     counts = {subset: rows["example_id"].nunique() for subset, rows in subsets.items()}
@@ -60,15 +82,21 @@ def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_laye
     for name in signals:
         rows.append({"task": task, "what": name, **{f"auroc_{subset}": example_auroc(part, signals.loc[part.index, name])
                                                     for subset, part in subsets.items()}})
-    training = TrainingSettings(**{**settings["training"], "learning_rate": 1e-2})
-    stack = settings["variants"]["stack"]
-    for signs in ("signed", "magnitude"):
-        variant = Variant.from_params(f"stack_{signs}", {**stack, "signs": signs})
-        columns = columns_for(variant.feature_sets, n_heads, n_layers)
-        fitted = {subset: fit_variant(variant, part, part, part, {task: part}, columns, 0.2, n_heads, training)
-                  for subset, part in subsets.items() if len(part)}
-        rows.append({"task": task, "what": f"CEILING: convex stack ({signs} inputs) fit on these rationales",
-                     **{f"auroc_{subset}": validation_auroc(model, subsets[subset]) for subset, model in fitted.items()}})
+    for label, name, learning_rate in (("convex stack", "stack", 1e-2),
+                                       ("network (every signal set)", "saliency", settings["training"]["learning_rate"])):
+        training = TrainingSettings(**{**settings["training"], "learning_rate": learning_rate})
+        for signs in SIGNS:
+            variant = Variant.from_params(f"{name}_{signs}", {**settings["variants"][name], "signs": signs})
+            columns = columns_for(variant.feature_sets, n_heads, n_layers)
+            present = {subset: part for subset, part in subsets.items() if len(part)}
+            in_sample = {subset: validation_auroc(fit_variant(variant, part, part, part, {task: part}, columns, 0.2,
+                                                              n_heads, training), part)
+                         for subset, part in present.items()}
+            rows.append({"task": task, "what": f"CEILING: {label}, {signs} inputs, fit and scored on these rationales",
+                         **{f"auroc_{subset}": value for subset, value in in_sample.items()}})
+            rows.append({"task": task, "what": f"IN-TASK: {label}, {signs} inputs, cross-fitted on two halves",
+                         **{f"auroc_{subset}": cross_fitted_auroc(variant, part, task, columns, n_heads, training)
+                            for subset, part in present.items()}})
     return [{**row, **{f"n_{subset}": count for subset, count in counts.items()}} for row in rows]
 
 
