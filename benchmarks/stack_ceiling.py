@@ -82,9 +82,8 @@ def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_laye
     for name in signals:
         rows.append({"task": task, "what": name, **{f"auroc_{subset}": example_auroc(part, signals.loc[part.index, name])
                                                     for subset, part in subsets.items()}})
-    for label, name, learning_rate in (("convex stack", "stack", 1e-2),
-                                       ("network (every signal set)", "saliency", settings["training"]["learning_rate"])):
-        training = TrainingSettings(**{**settings["training"], "learning_rate": learning_rate})
+    training = TrainingSettings(**settings["training"])
+    for label, name in (("convex stack", "stack"), ("network (every signal set)", "saliency")):
         for signs in SIGNS:
             variant = Variant.from_params(f"{name}_{signs}", {**settings["variants"][name], "signs": signs})
             columns = columns_for(variant.feature_sets, n_heads, n_layers)

@@ -315,3 +315,23 @@ def test_magnitude_inputs_survive_the_sign_flip_of_a_misprediction():
     assert not np.array_equal(signed.predict(x), signed.predict(absolute))
     with pytest.raises(ValueError, match="signs='sign'"):
         Variant("bad", signs="sign")
+
+
+def test_a_variants_own_learning_rate_replaces_the_shared_one():
+    from dataclasses import replace
+
+    a, b = task_parts("a", 1), task_parts("b", 2)
+    stats = {"a": a["unlabeled"], "b": b["unlabeled"]}
+
+    def fit(variant, settings):
+        return fit_variant(variant, a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3, 2, settings).net.state_dict()
+
+    stack = Variant("stack", objective="pairwise", network="simplex")
+    own = fit(replace(stack, learning_rate=0.1), FAST)  # FAST's shared rate is 1e-2
+    shared = fit(stack, replace(FAST, learning_rate=0.1))
+    default = fit(stack, FAST)
+    for key, value in own.items():
+        torch.testing.assert_close(value, shared[key])
+    assert not torch.equal(own["weight_logits"], default["weight_logits"])
+    with pytest.raises(ValueError, match="learning_rate=0 must be positive"):
+        Variant("bad", learning_rate=0)

@@ -24,6 +24,8 @@ the objective, and three ideas for transfer to an unseen task's classifier:
   trains on (correct predictions only, SPEC §4) and the one most of CoLA's rationale examples are in.
 - `pseudo: agreement` (issue 10): self-training's pseudo-rationales from six cheap signals instead of three,
   each positive token labelled with the share of the signals that put it in their top k (soft labels).
+A variant may set its own Adam `learning_rate` (the convex stacks take 1e-2: ~50 weights converge in 6-12 epochs
+instead of running to the epoch cap at 1e-3, with the same held-out scores).
 Every variant trains `TrainingSettings.seeds` networks side by side (different initialisations, the same
 batches; each stops early on its own validation AUROC); the explainer is their ensemble (mean logit), the
 selection reads the seed-mean validation AUROC, and `predict(..., member=i)` gives seed i's own scores, so
@@ -80,6 +82,7 @@ class Variant:
     network: str = "mlp"  # mlp: ExpNet's 2-layer network; simplex: a convex stack of rank-normalised inputs
     pseudo: str = "cheap"  # self-training's pseudo-rationale rule (see pseudo_rationales)
     signs: str = "signed"  # magnitude: signed columns enter as absolute values
+    learning_rate: float | None = None  # Adam's step for this variant (None: TrainingSettings.learning_rate)
 
     def __post_init__(self) -> None:
         where = f"expnet_plus variant {self.name!r}"
@@ -96,6 +99,8 @@ class Variant:
                                  f"takes no {conflicting or ['standardise: ' + self.standardise]}")
         if self.anchor is None and self.anchor_weight != 1.0:
             raise ValueError(f"{where}: anchor_weight needs an anchor column")
+        if self.learning_rate is not None and not float(self.learning_rate) > 0:
+            raise ValueError(f"{where}: learning_rate={self.learning_rate!r} must be positive")
         if not 0.0 <= float(self.anchor_weight) <= 1.0:
             raise ValueError(f"{where}: anchor_weight={self.anchor_weight!r} must be in [0, 1]")
         unknown = set(self.feature_sets) - set(FEATURE_SETS)
@@ -128,6 +133,8 @@ class Variant:
             parts.append("signed inputs as magnitudes")
         if self.anchor:
             parts.append(f"anchored on {self.anchor} + {self.anchor_weight:g} x residual")
+        if self.learning_rate:
+            parts.append(f"learning rate {self.learning_rate:g}")
         return ", ".join(parts)
 
 
@@ -617,7 +624,7 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
     net = build_variant_network(variant, columns, settings).to(device)
-    optimizer = torch.optim.Adam(net.parameters(), lr=settings.learning_rate)
+    optimizer = torch.optim.Adam(net.parameters(), lr=variant.learning_rate or settings.learning_rate)
     model = ExpNetPlus(variant, columns, net, target_mean, target_std,
                        n_pseudo_examples=int(counts[tasks == PSEUDO_TASK].sum()))
     weights_all = torch.as_tensor(train_examples.weights, dtype=torch.float32, device=device)
