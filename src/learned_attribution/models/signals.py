@@ -24,12 +24,13 @@ at that layer's input), which is what keeps ExpNet+ near a forward pass in cost.
 """
 from __future__ import annotations
 
-import unicodedata
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import torch
+
+from learned_attribution.afn.words import is_punctuation
 
 from .features import cls_attention_features, feature_names
 from .runner import eval_mode, forward, model_device
@@ -91,10 +92,6 @@ class TokenVocabulary:
     continuation: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     punctuation: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     closed_class: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
-
-
-def is_punctuation(token: str) -> bool:
-    return bool(token) and all(unicodedata.category(c)[0] in "PS" for c in token)
 
 
 def token_vocabulary(tokenizer) -> TokenVocabulary:
