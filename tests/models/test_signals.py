@@ -129,11 +129,13 @@ def test_saliency_set_is_the_saliency_baseline(model, batch):
 def test_token_vocabulary_of_a_wordpiece_tokenizer(tmp_path):
     from transformers import BertTokenizerFast
 
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "##s", ".", "!?", "of", "great", "2"]
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "movie", "##s", ".", "!?", "of", "great", "2",
+             "how", "like"]
     (tmp_path / "vocab.txt").write_text("\n".join(words) + "\n")
     tokenizer = BertTokenizerFast(str(tmp_path / "vocab.txt"))
     vocabulary = token_vocabulary(tokenizer)
     index = {w: i for i, w in enumerate(words)}
     assert vocabulary.continuation.tolist() == [index["##s"]]
     assert vocabulary.punctuation.tolist() == [index["."], index["!?"]]  # special tokens are never punctuation
-    assert vocabulary.closed_class.tolist() == [index["the"], index["of"]]
+    # closed-class = the AFN pipeline's FUNCTION_WORDS ("how" is in it, the verb/preposition "like" is not)
+    assert vocabulary.closed_class.tolist() == [index["the"], index["of"], index["how"]]

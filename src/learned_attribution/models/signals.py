@@ -11,8 +11,9 @@ Feature sets (columns per token; H heads, L layers, `layer` = the attention laye
 - `position` (4): relative position among the non-special tokens, 1 / their number, word-piece
   continuation flag (a `##` piece), last-token flag.
 - `token_kind` (3, issue 10): punctuation (every character a Unicode punctuation or symbol), closed-class word
-  (determiners, pronouns, prepositions, conjunctions, auxiliaries, particles: `CLOSED_CLASS_WORDS`), and content
-  token (a real token that is neither). Task-independent facts about the token that post-hoc attributions are
+  (`afn.words.FUNCTION_WORDS`, the AFN pipeline's list: determiners, pronouns, prepositions, conjunctions,
+  auxiliaries, particles), and content token (a real token that is neither). A word piece is classed as a word
+  of its own: the "t" of "don ' t" is a content token, its "'" punctuation. Task-independent facts about the token that post-hoc attributions are
   known to over- or under-weight (structural tokens), so a network can learn to correct for them.
 
 Gradients are of the explained (predicted) class's logit, so the signed columns (`signed_columns`: attention x
@@ -30,7 +31,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from learned_attribution.afn.words import is_punctuation
+from learned_attribution.afn.words import FUNCTION_WORDS, is_punctuation
 
 from .features import cls_attention_features, feature_names
 from .runner import eval_mode, forward, model_device
@@ -68,22 +69,6 @@ def columns_for(feature_sets: Sequence[str], n_heads: int, n_layers: int) -> lis
     return [column for name in feature_sets for column in signal_columns(name, n_heads, n_layers)]
 
 
-CLOSED_CLASS_WORDS = frozenset("""
-a an the this that these those some any no every each either neither all both half several many much few little
-more most less least other another such what which whose whatever whichever
-i me my mine myself you your yours yourself yourselves he him his himself she her hers herself it its itself we us
-our ours ourselves they them their theirs themselves one ones who whom whoever someone somebody something anyone
-anybody anything everyone everybody everything nobody nothing none
-about above across after against along amid among around as at before behind below beneath beside besides between
-beyond by despite down during except for from in inside into like near of off on onto out outside over past per
-since than through throughout till to toward towards under underneath unlike until up upon via with within without
-and but or nor so yet if because although though while whereas unless whether once when whenever where wherever
-be am is are was were been being have has had having do does did done doing will would shall should can could may
-might must ought
-not n't 't s 's 'd 'll 're 've 'm there here then very too also just only even ever still already again
-""".split())
-
-
 @dataclass(frozen=True)
 class TokenVocabulary:
     """Ids of a vocabulary's word-piece continuations (`##...`), punctuation tokens and closed-class words (the
@@ -104,7 +89,7 @@ def token_vocabulary(tokenizer) -> TokenVocabulary:
                                dtype=torch.long)
 
     return TokenVocabulary(ids(lambda t: t.startswith("##")), ids(is_punctuation),
-                           ids(lambda t: t.lower() in CLOSED_CLASS_WORDS))
+                           ids(lambda t: t.lower() in FUNCTION_WORDS))
 
 
 def encoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
