@@ -9,7 +9,8 @@ import torch
 from learned_attribution.metrics.plausibility import auroc_score
 from learned_attribution.models.expnet_plus import (ANCHOR_SCALE, GatedExpNet, SimplexStack, TrainingSettings, Variant,
                                                     anchor_offsets, example_aurocs, fit_variant, head_of_columns,
-                                                    mean_example_auroc, pairwise_ranking_loss, pseudo_rationales,
+                                                    listwise_ranking_loss, mean_example_auroc, pairwise_ranking_loss,
+                                                    pseudo_rationales,
                                                     select_variant, validation_auroc, within_example_ranks)
 
 # the columns both pseudo-rationale rules read are among them
@@ -39,6 +40,25 @@ def test_pairwise_loss_skips_examples_without_pairs():
     labels = torch.tensor([[1.0, 1.0], [1.0, 0.0]])  # example 0: no negative token
     mask = torch.ones(2, 2, dtype=torch.bool)
     assert pairwise_ranking_loss(logits, labels, mask).item() == pytest.approx(softplus(3.0), rel=1e-6)
+
+
+def test_listwise_loss_hand_computed():
+    logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [2.0, 0.0, 1.0, 9.0], [1.0, 2.0, 3.0, 0.0]])
+    labels = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 1.0], [1.0, 0.5, 0.0, 0.0]])
+    mask = torch.tensor([[True] * 4, [True, True, True, False], [True] * 4])  # example 1's token 3 is padding
+    constant = math.log(4)  # constant scores: the softmax is uniform over the 4 tokens
+    top = math.log(math.exp(2) + 1 + math.exp(1)) - 2  # only token 0 is a real rationale token
+    soft_total = math.log(math.exp(1) + math.exp(2) + math.exp(3) + 1)
+    soft = (1.0 * (soft_total - 1) + 0.5 * (soft_total - 2)) / 1.5  # labels 1 and 0.5 -> shares 2/3 and 1/3
+    assert listwise_ranking_loss(logits, labels, mask).item() == pytest.approx((constant + top + soft) / 3, rel=1e-6)
+    weighted = listwise_ranking_loss(logits, labels, mask, torch.tensor([1.0, 2.0, 1.0])).item()
+    assert weighted == pytest.approx((constant + 2 * top + soft) / 4, rel=1e-6)
+    # all the softmax mass on the two rationale tokens: the loss falls to log 2; an example without a
+    # non-rationale token is skipped
+    sharp = torch.tensor([[50.0, 50.0, 0.0, 0.0], [5.0, 5.0, 5.0, 5.0]])
+    labels = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    assert listwise_ranking_loss(sharp, labels, torch.ones(2, 4, dtype=torch.bool)).item() == pytest.approx(
+        math.log(2), rel=1e-6)
 
 
 def test_gates_scale_each_heads_columns():
@@ -98,6 +118,8 @@ def test_held_out_labels_never_change_selection_or_training():
                 Variant("anchored_st", standardise="per_task", objective="pairwise", self_training=True,
                         anchor="layer_grad_norm", anchor_weight=0.5),
                 Variant("stack_agreement", objective="pairwise", network="simplex", self_training=True,
+                        pseudo="agreement"),
+                Variant("stack_listwise", objective="listwise", network="simplex", self_training=True,
                         pseudo="agreement")]
     held_out = synthetic_task("c", 40, 3)
     poisoned = held_out.assign(token_label=1 - held_out["token_label"])
@@ -265,10 +287,11 @@ def test_seeds_train_side_by_side_and_the_selection_reads_their_mean():
     assert row["val_auroc"] == pytest.approx(np.mean(per_seed)) and row["val_auroc_seed_sd"] == pytest.approx(np.std(per_seed))
 
 
-def test_a_simplex_stack_learns_which_signal_carries_the_rationale():
+@pytest.mark.parametrize("objective", ["pairwise", "listwise"])
+def test_a_simplex_stack_learns_which_signal_carries_the_rationale(objective):
     a, b = task_parts("a", 1), task_parts("b", 2)
     settings = TrainingSettings(max_epochs=20, patience=5, examples_per_batch=16, learning_rate=0.1)  # 10 weights
-    stack = fit_variant(Variant("stack", objective="pairwise", network="simplex"), a["train"], a["val"],
+    stack = fit_variant(Variant("stack", objective=objective, network="simplex"), a["train"], a["val"],
                         b["unlabeled"], {"a": a["unlabeled"], "b": b["unlabeled"]}, COLUMNS, 0.3, 2, settings)
     weights = stack.stack_weights()
     assert max(weights, key=weights.get) == COLUMNS[0] and sum(weights.values()) == pytest.approx(1.0)

@@ -31,7 +31,10 @@ batches; each stops early on its own validation AUROC); the explainer is their e
 selection reads the seed-mean validation AUROC, and `predict(..., member=i)` gives seed i's own scores, so
 that the seed spread is reported.
 Objectives: `focal` (the paper's), `pairwise` (logistic loss on every rationale/non-rationale token pair
-of an example: a ranking objective, since explanations are judged by how they rank tokens) or both summed.
+of an example: a ranking objective, since explanations are judged by how they rank tokens), both summed, or
+`listwise` (issue 10: cross-entropy between the softmax of an example's scores and its rationale tokens' share of
+the labels, ListNet's top-one loss: it rewards putting rationale tokens at the very top, which is what a top-k
+budget reads, where the pairwise loss counts a swap at the bottom of the ranking as much as one at the top).
 
 `select_variant` chooses a variant without the held-out task: train on one training task, validate on
 the other, and the reverse; the mean validation AUROC decides. Only unlabeled signals of the other
@@ -58,7 +61,7 @@ from .signals import FEATURE_SETS, signed_columns
 logger = logging.getLogger(__name__)
 
 STANDARDISE = ("global", "per_task")
-OBJECTIVES = ("focal", "pairwise", "focal+pairwise")
+OBJECTIVES = ("focal", "pairwise", "focal+pairwise", "listwise")
 NETWORKS = ("mlp", "simplex")
 PSEUDO_RULES = ("cheap", "agreement")
 SIGNS = ("signed", "magnitude")
@@ -271,6 +274,23 @@ def pairwise_ranking_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torc
     per_example = (losses * pair_weights).sum((1, 2)) / total_weight.clamp(min=1e-12)
     weights = torch.ones_like(per_example) if example_weights is None else example_weights
     weights = weights * (total_weight > 0)
+    return (per_example * weights).sum() / weights.sum().clamp(min=1e-12)
+
+
+def listwise_ranking_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor,
+                          example_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """ListNet's top-one loss on padded examples [B, T]: for every example, -sum_i p_i log softmax(s)_i over its
+    real tokens, p = the rationale tokens' labels (>= 0.5) normalised to sum to one (soft pseudo-labels weigh
+    their tokens by their label). It is log(number of tokens) for constant scores and falls to log(number of
+    rationale tokens) as they take all the softmax mass. Examples without both kinds are skipped, as in
+    `pairwise_ranking_loss`; the result is the (weighted) mean over the other examples."""
+    positive = (labels >= 0.5) & mask
+    target = labels * positive
+    log_probabilities = torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+    per_example = -(target * log_probabilities.masked_fill(~mask, 0.0)).sum(-1) / target.sum(-1).clamp(min=1e-12)
+    both = positive.any(-1) & ((labels < 0.5) & mask).any(-1)
+    weights = torch.ones_like(per_example) if example_weights is None else example_weights
+    weights = weights * both
     return (per_example * weights).sum() / weights.sum().clamp(min=1e-12)
 
 
@@ -550,6 +570,10 @@ def _objective(net: nn.Module, x: torch.Tensor, y: torch.Tensor, mask: torch.Ten
     if "pairwise" in variant.objective:
         batch = logits.shape[1]
         loss = loss + members * pairwise_ranking_loss(logits.reshape(members * batch, -1), y.repeat(members, 1),
+                                                      mask.repeat(members, 1), weights.repeat(members))
+    if variant.objective == "listwise":
+        batch = logits.shape[1]
+        loss = loss + members * listwise_ranking_loss(logits.reshape(members * batch, -1), y.repeat(members, 1),
                                                       mask.repeat(members, 1), weights.repeat(members))
     gates = net.gates()
     if gates is not None:
