@@ -93,10 +93,16 @@ def synthetic_task(task: str, n_examples: int, seed: int, informative: int = 0, 
 
 
 def task_parts(task, seed):
+    """A training task as the fold nodes give it: `val` = correctly predicted validation examples, `val_all` =
+    those and mispredicted ones (here: the informative signal points away from the rationale)."""
     train = synthetic_task(task, 60, seed)
     val = synthetic_task(task, 30, seed + 100, shift=seed)
     val["example_id"] = val["example_id"] + "v"
-    return {"train": train, "val": val, "unlabeled": pd.concat([train, val]).drop(columns="token_label")}
+    mispredicted = synthetic_task(task, 10, seed + 200, shift=seed, flip=True)
+    mispredicted["example_id"] = mispredicted["example_id"] + "m"
+    val_all = pd.concat([val, mispredicted], ignore_index=True)
+    return {"train": train, "val": val, "val_all": val_all,
+            "unlabeled": pd.concat([train, val_all]).drop(columns="token_label")}
 
 
 def test_fit_learns_a_transferable_signal():
@@ -282,7 +288,9 @@ def test_seeds_train_side_by_side_and_the_selection_reads_their_mean():
     np.testing.assert_allclose(model.predict(x), 1 / (1 + np.exp(-logits.mean(0))), rtol=1e-4, atol=1e-6)
     selection = select_variant([variant], {"a": a, "b": b}, {"x": COLUMNS}, 0.3, 2, FAST)
     twin = fit_variant(variant, b["train"], b["val"], a["unlabeled"], stats, COLUMNS, 0.3, 2, FAST)
-    per_seed = [validation_auroc(twin, a["val"], m) for m in range(3)]
+    # the selection scores every validation example with a rationale (mispredicted ones too), as the test set is
+    per_seed = [validation_auroc(twin, a["val_all"], m) for m in range(3)]
+    assert validation_auroc(twin, a["val_all"]) < validation_auroc(twin, a["val"]) - 0.02
     row = selection.set_index("direction").loc["b->a"]
     assert row["val_auroc"] == pytest.approx(np.mean(per_seed)) and row["val_auroc_seed_sd"] == pytest.approx(np.std(per_seed))
 

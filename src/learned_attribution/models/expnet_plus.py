@@ -722,9 +722,11 @@ def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.Da
     """Leave-one-training-task-out validation of every variant, on the two training tasks only.
 
     `tasks[task]` holds that training task's `train` and `val` token rows (correct predictions with a
-    non-empty rationale) and `unlabeled` (all its rationale token rows, the signals only). For each
-    ordered pair (A, B): fit on A (early stopping on A's val) for B's classifier, score on B's val: the mean of
-    the seeds' own AUROCs (`val_auroc`, spread `val_auroc_seed_sd`), so a lucky seed does not pick the variant.
+    non-empty rationale: what a network trains and stops early on), `val_all` (every validation example with a
+    rationale, mispredicted ones too) and `unlabeled` (all its rationale token rows, the signals only). For each
+    ordered pair (A, B): fit on A (early stopping on A's val) for B's classifier, score on B's `val_all`, the way
+    the held-out test set is scored (every rationale example, SPEC §4): the mean of the seeds' own AUROCs
+    (`val_auroc`, spread `val_auroc_seed_sd`), so a lucky seed does not pick the variant.
     `columns` maps each variant's name to its input columns. Returns one row per variant and direction
     plus the mean (`direction == "mean"`), best first, with `rank` and `selected` (rank 1; ties go to
     the earlier variant); the held-out task is not an argument, so it cannot be read."""
@@ -737,7 +739,8 @@ def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.Da
         for source, other in (tuple(tasks), tuple(reversed(list(tasks)))):
             model = fit_variant(variant, tasks[source]["train"], tasks[source]["val"], unlabeled[other],
                                 unlabeled, columns[variant.name], rho, n_heads, settings, device)
-            seed_aurocs = [validation_auroc(model, tasks[other]["val"], member) for member in range(model.n_members)]
+            seed_aurocs = [validation_auroc(model, tasks[other]["val_all"], member)
+                           for member in range(model.n_members)]
             scores.append(float(np.mean(seed_aurocs)))
             rows.append({"variant": variant.name, "direction": f"{source}->{other}", "val_auroc": scores[-1],
                          "val_auroc_seed_sd": float(np.std(seed_aurocs)), "best_epoch": model.best_epoch})

@@ -24,12 +24,16 @@ def _feature_table(parts: dict[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame
     return pd.concat([load() for _, load in sorted(parts.items())], ignore_index=True)
 
 
+def _rationale_tokens(features: pd.DataFrame, role: str) -> pd.DataFrame:
+    """Tokens of the `role` examples with a non-empty rationale, predicted right or wrong."""
+    rows = features[features["role"] == role]
+    return rows[rows.groupby("example_id")["token_label"].transform("sum") > 0]
+
+
 def _explainer_tokens(features: pd.DataFrame, role: str) -> pd.DataFrame:
     """Tokens of correctly predicted examples with a non-empty rationale (SPEC §1, §4). A training task
     without any is an error: a fold trained silently on one task would report wrong numbers."""
-    rows = features[(features["role"] == role) & features["correct"]]
-    positives = rows.groupby("example_id")["token_label"].transform("sum")
-    kept = rows[positives > 0]
+    kept = _rationale_tokens(features[features["correct"]], role)
     if kept.empty:
         task = features["task"].iloc[0] if len(features) else "a training task"
         raise ValueError(f"{task} contributes no {role} token rows (correctly predicted, with a rationale) to this "
@@ -272,10 +276,12 @@ def _by_prediction(rows: pd.DataFrame, baseline: str) -> list[str]:
 
 def _signal_tables(signals: dict[str, Callable]) -> dict[str, pd.DataFrame]:
     """A training task's ExpNet+ token rows: `train`/`val` (correct predictions with a non-empty
-    rationale, as for ExpNet) and `unlabeled` (every rationale token row, signals only)."""
+    rationale, as for ExpNet: what the networks train and stop early on), `val_all` (every validation example
+    with a rationale, mispredicted ones too: what the selection scores, as the held-out test set is scored) and
+    `unlabeled` (every rationale token row, signals only)."""
     table = _feature_table(signals)
     return {"train": _explainer_tokens(table, "rationale_train"), "val": _explainer_tokens(table, "rationale_val"),
-            "unlabeled": table.drop(columns=["token_label"])}
+            "val_all": _rationale_tokens(table, "rationale_val"), "unlabeled": table.drop(columns=["token_label"])}
 
 
 def _expnet_plus_setup(signals: dict[str, Callable], settings: dict[str, Any], seed: int):
