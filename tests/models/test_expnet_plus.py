@@ -10,8 +10,8 @@ from learned_attribution.metrics.plausibility import auroc_score
 from learned_attribution.models.expnet_plus import (ANCHOR_SCALE, GatedExpNet, SimplexStack, TrainingSettings, Variant,
                                                     anchor_offsets, example_aurocs, fit_variant, head_of_columns,
                                                     listwise_ranking_loss, mean_example_auroc, pairwise_ranking_loss,
-                                                    pseudo_rationales,
-                                                    select_variant, validation_auroc, within_example_ranks)
+                                                    pseudo_rationales, select_variant, validation_auroc,
+                                                    within_example_ranks)
 
 # the columns both pseudo-rationale rules read are among them
 COLUMNS = ["cls_to_tok_h0", "cls_to_tok_h1", "tok_to_cls_h0", "tok_to_cls_h1", "axg_h0", "axg_h1", "layer_grad_norm",

@@ -37,7 +37,7 @@ the labels, ListNet's top-one loss: it rewards putting rationale tokens at the v
 budget reads, where the pairwise loss counts a swap at the bottom of the ranking as much as one at the top).
 
 `select_variant` chooses a variant without the held-out task: train on one training task, validate on
-the other, and the reverse; the mean validation AUROC decides. Only unlabeled signals of the other
+the other (on all its validation rationale examples, mispredicted ones too), and the reverse; the mean validation AUROC decides. Only unlabeled signals of the other
 task enter a fit (its labels are used to score the validation, never to train).
 """
 from __future__ import annotations

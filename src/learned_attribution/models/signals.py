@@ -13,8 +13,9 @@ Feature sets (columns per token; H heads, L layers, `layer` = the attention laye
 - `token_kind` (3, issue 10): punctuation (every character a Unicode punctuation or symbol), closed-class word
   (`afn.words.FUNCTION_WORDS`, the AFN pipeline's list: determiners, pronouns, prepositions, conjunctions,
   auxiliaries, particles), and content token (a real token that is neither). A word piece is classed as a word
-  of its own: the "t" of "don ' t" is a content token, its "'" punctuation. Task-independent facts about the token that post-hoc attributions are
-  known to over- or under-weight (structural tokens), so a network can learn to correct for them.
+  of its own: the "t" of "don ' t" is a content token, its "'" punctuation. Task-independent facts about the
+  token that post-hoc attributions are known to over- or under-weight (structural tokens), so a network can
+  learn to correct for them.
 
 Gradients are of the explained (predicted) class's logit, so the signed columns (`signed_columns`: attention x
 gradient, gradient . input) flip with the prediction: on a mispredicted example they point away from the

@@ -435,12 +435,12 @@ def expnet_plus_report(*ablations: pd.DataFrame):
              "Every variant is trained on the fold's two training tasks and scored on the held-out task's rationale "
              "test set (all examples). `val_auroc`: mean validation AUROC of leave-one-training-task-out (train on "
              "one training task, validate on all the other's validation rationale examples, mispredicted ones too, "
-             "both ways); the variant with the highest is chosen "
-             "(`selected`) without reading the held-out task; each direction's AUROC is the mean over the variant's "
-             "seeds, so a lucky seed does not pick it. A variant's explainer is the ensemble of its seeds (mean "
-             "logit); `AUROC per seed`: each seed's own network on the same examples (mean ± sd, min-max). "
-             "Intervals: bootstrap 95% over examples. Own rule: threshold calibrated on the training tasks' "
-             "validation examples. `stack weights`: a convex stack's five largest weights.", ""]
+             "both ways); the variant with the highest is chosen (`selected`) without reading the held-out task; "
+             "each direction's AUROC is the mean over the variant's seeds, so a lucky seed does not pick it. A "
+             "variant's explainer is the ensemble of its seeds (mean logit); `AUROC per seed`: each seed's own "
+             "network on the same examples (mean ± sd, min-max). Intervals: bootstrap 95% over examples. Own rule: "
+             "threshold calibrated on the training tasks' validation examples. `stack weights`: a convex stack's "
+             "five largest weights.", ""]
     for fold, rows in table.groupby("fold", sort=False):
         shown = rows.assign(**{
             "AUROC": rows.apply(interval, axis=1, metric="auroc"),
