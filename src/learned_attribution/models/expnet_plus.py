@@ -37,8 +37,9 @@ the labels, ListNet's top-one loss: it rewards putting rationale tokens at the v
 budget reads, where the pairwise loss counts a swap at the bottom of the ranking as much as one at the top).
 
 `select_variant` chooses a variant without the held-out task: train on one training task, validate on
-the other (on all its validation rationale examples, mispredicted ones too), and the reverse; the mean validation AUROC decides. Only unlabeled signals of the other
-task enter a fit (its labels are used to score the validation, never to train).
+the other (on all its validation rationale examples, mispredicted ones too), and the reverse; the mean
+validation AUROC decides. Only unlabeled signals of the other task enter a fit (its labels are used to score
+the validation, never to train).
 """
 from __future__ import annotations
 
@@ -272,9 +273,7 @@ def pairwise_ranking_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torc
     losses = nn.functional.softplus(-(logits[:, :, None] - logits[:, None, :]))
     total_weight = pair_weights.sum((1, 2))
     per_example = (losses * pair_weights).sum((1, 2)) / total_weight.clamp(min=1e-12)
-    weights = torch.ones_like(per_example) if example_weights is None else example_weights
-    weights = weights * (total_weight > 0)
-    return (per_example * weights).sum() / weights.sum().clamp(min=1e-12)
+    return _mean_over_examples(per_example, total_weight > 0, example_weights)
 
 
 def listwise_ranking_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor,
@@ -289,8 +288,14 @@ def listwise_ranking_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torc
     log_probabilities = torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
     per_example = -(target * log_probabilities.masked_fill(~mask, 0.0)).sum(-1) / target.sum(-1).clamp(min=1e-12)
     both = positive.any(-1) & ((labels < 0.5) & mask).any(-1)
+    return _mean_over_examples(per_example, both, example_weights)
+
+
+def _mean_over_examples(per_example: torch.Tensor, kept: torch.Tensor,
+                        example_weights: torch.Tensor | None) -> torch.Tensor:
+    """The (weighted) mean of a ranking loss over the examples `kept` (those with both kinds of token)."""
     weights = torch.ones_like(per_example) if example_weights is None else example_weights
-    weights = weights * both
+    weights = weights * kept
     return (per_example * weights).sum() / weights.sum().clamp(min=1e-12)
 
 
@@ -567,14 +572,12 @@ def _objective(net: nn.Module, x: torch.Tensor, y: torch.Tensor, mask: torch.Ten
         token_weights = weights[:, None].expand_as(mask)[mask]
         per_token = focal_loss(logits[:, mask], y[mask], settings.alpha, settings.gamma, reduction="none")
         loss = loss + ((per_token * token_weights).sum(-1) / token_weights.sum()).sum()
-    if "pairwise" in variant.objective:
-        batch = logits.shape[1]
-        loss = loss + members * pairwise_ranking_loss(logits.reshape(members * batch, -1), y.repeat(members, 1),
-                                                      mask.repeat(members, 1), weights.repeat(members))
-    if variant.objective == "listwise":
-        batch = logits.shape[1]
-        loss = loss + members * listwise_ranking_loss(logits.reshape(members * batch, -1), y.repeat(members, 1),
-                                                      mask.repeat(members, 1), weights.repeat(members))
+    ranking = {"pairwise": pairwise_ranking_loss, "listwise": listwise_ranking_loss}
+    for name, ranking_loss in ranking.items():
+        if name in variant.objective:  # the members' examples side by side, as one batch
+            batch = logits.shape[1]
+            loss = loss + members * ranking_loss(logits.reshape(members * batch, -1), y.repeat(members, 1),
+                                                 mask.repeat(members, 1), weights.repeat(members))
     gates = net.gates()
     if gates is not None:
         loss = loss + settings.gate_l1 * gates.mean(-1).sum()
