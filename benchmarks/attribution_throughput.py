@@ -4,6 +4,7 @@ Run from the project root with the virtualenv active:
 
     python benchmarks/attribution_throughput.py            # default: 512 texts, 3 rounds
     python benchmarks/attribution_throughput.py --quick    # a tiny run (seconds)
+    python benchmarks/attribution_throughput.py --no-batch1  # batched timings only (no one-text columns)
     python benchmarks/attribution_throughput.py --set lime.n_samples=1000 --set integrated_gradients.n_steps=50
 
 In ONE process, on the same texts, batches and batch size, a plain classification forward pass
@@ -19,6 +20,21 @@ first `--n-expensive` texts of the same seeded sample; throughput is per example
 against a forward pass on exactly those texts (reference `forward_subset`), so the comparison stays like
 for like. A batch that takes less than `--min-seconds` is repeated until that long.
 
+One text at a time (a served model answers requests of one or a few texts), in the same run after the batched
+timings (`--no-batch1` skips it):
+- `examples_per_s_batch1`, `ratio_to_forward_batch1`: every entry (the `api:` ones included) on batches of ONE
+  text, each text next to a plain forward pass on that one text, on the first `--batch1-texts` texts (the
+  expensive methods on the first `--n-expensive` of those; `n_examples_batch1`);
+- `api_one_text_s`, `captum_one_text_s`, `api_vs_captum_one_text`: for Saliency, Input x Gradient and Integrated
+  Gradients, seconds per text of what the API calls for a method, i.e. `evaluation.make_batch` on one text and
+  the explainer's `explain(model, batch)` (the whole `FoldExplainer` needs a trained fold; its end-to-end
+  batch-1 cost, tokenising and classifying included, is the `api:` rows' `examples_per_s_batch1`), each text
+  next to the method's own captum call on it (`LayerGradientXActivation` / `LayerIntegratedGradients` on the
+  word-embedding layer, same settings, object built once); the ratio is captum's seconds over the API's (> 1:
+  the API is faster), and `captum_max_abs_difference` compares their scores;
+- `batched_vs_alone`: for Integrated Gradients, seconds per text explaining each text alone over seconds per text
+  in the batches (>= 1: batching costs no more per text), paired batch by batch.
+
 Outputs: data/08_reporting/benchmarks/attribution_throughput.csv, attribution_throughput.png (log-scale
 bar chart) and attribution_targets.csv (the issue's targets, checked).
 """
@@ -30,7 +46,7 @@ import sys
 import tempfile
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,11 +59,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers in feature_extraction.py
 
 from feature_extraction import (PairedWorkload, Step, add_common_arguments, describe_texts,  # noqa: E402
-                                length_batches, load_setup, paired_rounds, positive_int, say, set_threads)
+                                length_batches, load_setup, paired_rounds, positive_int, say, set_threads, warm_up)
 
 ATTRIBUTION_COLUMNS = ["method", "family", "n_examples", "batch_size", "examples_per_s", "reference",
                        "ratio_to_forward", "model_calls_per_example", "rounds", "threads", "settings", "error",
-                       "source"]
+                       "source", "n_examples_batch1", "examples_per_s_batch1", "ratio_to_forward_batch1",
+                       "api_one_text_s", "captum_one_text_s", "api_vs_captum_one_text", "captum_max_abs_difference",
+                       "batched_vs_alone"]
+BATCH1_COLUMNS = ATTRIBUTION_COLUMNS[ATTRIBUTION_COLUMNS.index("n_examples_batch1"):]
+CAPTUM_METHODS = ("saliency", "input_x_gradient", "integrated_gradients")  # methods with a captum equivalent
+# "Not slower" targets compare two nearly equal costs (the API computes what captum computes, without its Python
+# overhead): a measured speed ratio this far below 1 is within the run-to-run timing noise.
+TIMING_TOLERANCE = 0.98
 DEFAULT_EXPENSIVE = ("lime", "kernel_shap", "integrated_gradients", "occlusion")
 PAPER_EXPNET_EXAMPLES_PER_S = 13.9
 # The issue's targets: ExpNet throughput relative to the forward pass and to each baseline.
@@ -276,6 +299,151 @@ def explainer_steps(model: torch.nn.Module, explainer, batches, tally: ModelCall
     return [step_for(indices, batch) for indices, batch in batches]
 
 
+def captum_call(model: torch.nn.Module, name: str, explainer) -> Callable[[object], torch.Tensor] | None:
+    """`batch -> scores [B, T]`: the method's own captum call on the word-embedding layer at the explainer's
+    settings (the captum object built once, here), or None for a method without a captum equivalent."""
+    from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
+
+    from learned_attribution.explainers.gradient import logits_function, pad_baseline_ids
+
+    layer, forward = model.get_input_embeddings(), logits_function(model)
+    if name in ("saliency", "input_x_gradient"):
+        gradient_x_activation = LayerGradientXActivation(forward, layer, multiply_by_inputs=name == "input_x_gradient")
+
+        def gradients(batch) -> torch.Tensor:
+            with torch.enable_grad():
+                values = gradient_x_activation.attribute(batch.input_ids, target=batch.target,
+                                                         additional_forward_args=(batch.attention_mask,))
+            return values.norm(dim=-1) if name == "saliency" else values.sum(dim=-1)
+        return gradients
+    if name == "integrated_gradients":
+        integrated = LayerIntegratedGradients(forward, layer)
+
+        def integrated_gradients(batch) -> torch.Tensor:
+            with torch.enable_grad():
+                values, _ = integrated.attribute(
+                    batch.input_ids, baselines=pad_baseline_ids(batch), target=batch.target,
+                    additional_forward_args=(batch.attention_mask,), n_steps=explainer.n_steps,
+                    method=explainer.method, internal_batch_size=explainer.internal_batch_size,
+                    return_convergence_delta=True)  # as the explainer, which reports it too
+            return values.sum(dim=-1)
+        return integrated_gradients
+    return None
+
+
+def one_text_steps(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, targets: dict[int, int],
+                   device: torch.device, run: Callable[[object], torch.Tensor], make: bool) -> list[Step]:
+    """Per text of `examples`: `run` on a batch of that one text. With `make`, the step makes the batch itself
+    (`evaluation.make_batch` and the move to the device: what the API does per request); else it is made once."""
+    from learned_attribution.evaluation import make_batch
+
+    def step_for(row: int, ids: list[int]) -> Step:
+        premade = make_batch([ids], [targets[row]], tokenizer).to(device)
+
+        def run_one() -> int:
+            run(make_batch([ids], [targets[row]], tokenizer).to(device) if make else premade)
+            synchronize(model)
+            return 1
+        return run_one
+
+    return [step_for(row, list(ids)) for row, ids in enumerate(examples["input_ids"])]
+
+
+def alone_steps(model: torch.nn.Module, explainer, batches, tokenizer, examples: pd.DataFrame,
+                targets: dict[int, int], device: torch.device) -> list[Step]:
+    """Per batch of `batches`: the explainer on each of the batch's texts alone (one-text batches made once),
+    the reference that the batched calls on the same texts are timed beside."""
+    from learned_attribution.evaluation import make_batch
+
+    ids = list(examples["input_ids"])
+
+    def step_for(indices) -> Step:
+        singles = [make_batch([ids[i]], [targets[i]], tokenizer).to(device) for i in indices]
+
+        def run() -> int:
+            for batch in singles:
+                explainer.explain(model, batch)
+            synchronize(model)
+            return len(singles)
+        return run
+
+    return [step_for(indices) for indices, _ in batches]
+
+
+def paired_medians(timings: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Per method: medians over rounds of its examples/s, its reference's examples/s and their paired ratio."""
+    return {method: {"examples_per_s": float(group["examples_per_s"].median()),
+                     "reference_examples_per_s": float(group["reference_examples_per_s"].median()),
+                     "ratio": float(group["ratio"].median())}
+            for method, group in timings.groupby("method", sort=False)}
+
+
+def batch1_columns(args, setup, explainers: dict, workload_names: Sequence[str], api_entries: dict, fold,
+                   predicted: dict[int, int], device: torch.device) -> dict[str, dict]:
+    """The one-text-at-a-time columns (module docstring) per table row name: every entry of `workload_names`
+    at batch 1 beside a forward pass at batch 1, the API's one-text call beside captum's own call, and
+    Integrated Gradients alone beside batched."""
+    from learned_attribution.evaluation import make_batch
+
+    examples = setup.examples
+    texts = {"forward_all": examples.iloc[:min(args.batch1_texts, len(examples))],
+             "forward_subset": examples.iloc[:min(args.batch1_texts, args.n_expensive, len(examples))]}
+    singles = {ref: make_batches(rows, 1, setup.tokenizer, predicted, device) for ref, rows in texts.items()}
+    forward = {ref: forward_steps(setup.model, batches) for ref, batches in singles.items()}
+    workloads: dict[str, PairedWorkload] = {}
+    references: dict[str, str] = {}
+    for name in workload_names:
+        reference = "forward_subset" if name in args.expensive else "forward_all"
+        if name in api_entries:
+            method, variant = api_entries[name]
+            steps = api_steps(fold, method, variant, texts[reference], [i for i, _ in singles[reference]],
+                              setup.tokenizer)
+        else:
+            steps = explainer_steps(setup.model, explainers[name], singles[reference], ModelCallTally())
+        steps[0]()  # warm-up at this shape
+        workloads[name], references[name] = PairedWorkload(steps, forward[reference]), reference
+    say(f"timing {len(workloads)} methods one text at a time x {args.rounds} rounds, each text beside a plain forward "
+        f"pass on that text ({len(texts['forward_all'])} texts; expensive methods {len(texts['forward_subset'])})")
+    summary = summarise(paired_rounds(workloads, args.rounds, args.min_seconds_batch1, label="batch 1 "), references)
+    columns: dict[str, dict] = {}
+    for record in summary.to_dict("records"):
+        columns[record["method"]] = {"n_examples_batch1": len(texts[record["reference"]]),
+                                     "examples_per_s_batch1": record["examples_per_s"],
+                                     "ratio_to_forward_batch1": record["ratio_to_forward"]}
+
+    pairs: dict[str, PairedWorkload] = {}
+    differences: dict[str, float] = {}
+    for name in (n for n in CAPTUM_METHODS if n in workload_names):
+        reference = "forward_subset" if name in args.expensive else "forward_all"
+        rows, explainer = texts[reference], explainers[name]
+        captum = captum_call(setup.model, name, explainer)
+        ours = one_text_steps(setup.model, setup.tokenizer, rows, predicted, device,
+                              lambda batch, e=explainer: e.explain(setup.model, batch).scores, make=True)
+        theirs = one_text_steps(setup.model, setup.tokenizer, rows, predicted, device, captum, make=False)
+        first = make_batch([list(rows["input_ids"].iloc[0])], [predicted[0]], setup.tokenizer).to(device)
+        differences[name] = float((explainer.explain(setup.model, first).scores - captum(first)).abs().max().detach())
+        pairs[name] = PairedWorkload(ours, theirs)
+    if "integrated_gradients" in pairs:
+        explainer = explainers["integrated_gradients"]
+        batches = make_batches(texts["forward_subset"], args.batch_size, setup.tokenizer, predicted, device)
+        pairs["integrated_gradients:batched"] = PairedWorkload(
+            explainer_steps(setup.model, explainer, batches, ModelCallTally()),
+            alone_steps(setup.model, explainer, batches, setup.tokenizer, texts["forward_subset"], predicted, device))
+    if pairs:
+        say(f"timing the API's one-text call beside captum's own ({', '.join(differences)}), and Integrated Gradients "
+            "batched beside alone")
+        warm_up(list(pairs.values()), skip=False)
+        medians = paired_medians(paired_rounds(pairs, args.rounds, args.min_seconds_batch1, label="one text "))
+        for name, difference in differences.items():
+            columns.setdefault(name, {}).update(
+                api_one_text_s=1 / medians[name]["examples_per_s"],
+                captum_one_text_s=1 / medians[name]["reference_examples_per_s"],
+                api_vs_captum_one_text=medians[name]["ratio"], captum_max_abs_difference=difference)
+        if "integrated_gradients:batched" in medians:
+            columns["integrated_gradients"]["batched_vs_alone"] = medians["integrated_gradients:batched"]["ratio"]
+    return columns
+
+
 # ----------------------------------------------------------------------------------------------------
 # Report
 # ----------------------------------------------------------------------------------------------------
@@ -295,6 +463,23 @@ def summarise(timings: pd.DataFrame, references: dict[str, str]) -> pd.DataFrame
                      "reference": references[method], "ratio_to_forward": float(group["ratio"].median()),
                      "rounds": len(group)})
     return pd.DataFrame(rows)
+
+
+def one_text_targets(by_method: pd.DataFrame) -> list[dict]:
+    """Fast single requests: the API's batch-1 cost of a method at most its own captum call on one text, and
+    Integrated Gradients batched at least as fast per text as alone (both as speed ratios, `TIMING_TOLERANCE`)."""
+    rows = []
+    for method in CAPTUM_METHODS:
+        if method in by_method.index and np.isfinite(by_method.at[method, "api_vs_captum_one_text"]):
+            value = float(by_method.at[method, "api_vs_captum_one_text"])
+            rows.append({"target": f"{method} batch-1 cost <= captum's own one-text call (captum s / API s)",
+                         "measured": value, "required": TIMING_TOLERANCE, "met": bool(value >= TIMING_TOLERANCE)})
+    if "integrated_gradients" in by_method.index and np.isfinite(by_method.at["integrated_gradients",
+                                                                              "batched_vs_alone"]):
+        value = float(by_method.at["integrated_gradients", "batched_vs_alone"])
+        rows.append({"target": "integrated_gradients batched per text <= alone per text (alone s / batched s)",
+                     "measured": value, "required": TIMING_TOLERANCE, "met": bool(value >= TIMING_TOLERANCE)})
+    return rows
 
 
 def targets_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -322,6 +507,7 @@ def targets_table(table: pd.DataFrame) -> pd.DataFrame:
             rows.append({"target": f"{method} / plain forward pass ({'gradients' if gradients else 'no gradients'})",
                          "measured": record["ratio_to_forward"], "required": required,
                          "met": bool(record["ratio_to_forward"] >= required)})
+    rows.extend(one_text_targets(by_method))
     if "expnet_paper" not in by_method.index or not np.isfinite(by_method.at["expnet_paper", "ratio_to_forward"]):
         return pd.DataFrame(rows)
     expnet_relative = by_method.at["expnet_paper", "ratio_to_forward"]
@@ -396,9 +582,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="auto, cpu, cuda, cuda:N or mps: where the classifier and every method run")
     parser.add_argument("--min-seconds", type=float, default=0.25,
                         help="a batch that takes less is repeated until this long (method and forward pass alike)")
+    parser.add_argument("--no-batch1", dest="batch1", action="store_false",
+                        help="skip the one-text-at-a-time columns (batch 1, the captum one-text reference, IG alone)")
+    parser.add_argument("--batch1-texts", type=positive_int, default=None,
+                        help="texts (the first of the sample) explained one at a time; the expensive methods use "
+                             "the first --n-expensive of them (default 32; 1 with --quick)")
+    parser.add_argument("--min-seconds-batch1", type=float, default=0.0,
+                        help="as --min-seconds, for the one-text timings (a text takes tens of milliseconds or more)")
     args = parser.parse_args(argv)
     if args.quick:
         args.n_texts, args.n_expensive, args.rounds, args.batch_size, args.min_seconds = 8, 2, 1, 4, 0.0
+    if args.batch1_texts is None:
+        args.batch1_texts = 1 if args.quick else 32
     return args
 
 
@@ -475,6 +670,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         references[name] = reference
 
     api_folder = tempfile.TemporaryDirectory()
+    fold, entries = None, {}
     if args.api and expnet_training is not None and expnet_plus:
         fold = api_explainer(setup, expnet_training, expnet_plus, args.layer, Path(api_folder.name) / "fold")
         batch_indices = [indices for indices, _ in all_batches]
@@ -493,6 +689,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         f"same batch (batch size {args.batch_size})")
     timings = paired_rounds(workloads, args.rounds, args.min_seconds)
     summary = summarise(timings, references)
+    one_text = batch1_columns(args, setup, explainers, list(workloads), entries, fold, predicted, device) \
+        if args.batch1 else {}
     rows = []
     for record in summary.to_dict("records"):
         name = record["method"]
@@ -517,6 +715,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                      "ratio_to_forward": float("nan"), "model_calls_per_example": float("nan"), "rounds": 0,
                      "threads": threads, "settings": explainer_settings(explainers[name]), "error": error,
                      "source": source})
+    for row in rows:
+        row.update(one_text.get(row["method"], {}))
     table = pd.DataFrame(rows).reindex(columns=ATTRIBUTION_COLUMNS)
     table = table.sort_values("examples_per_s", ascending=False, na_position="last").reset_index(drop=True)
     if expnet_note and "expnet_paper" in set(table["method"]):
@@ -539,6 +739,12 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         "throughput is per example, their reference is forward_subset)")
     say(table[["method", "family", "n_examples", "examples_per_s", "ratio_to_forward", "model_calls_per_example"]]
         .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if one_text:
+        say("\nOne text at a time (batch 1; ratio_to_forward_batch1 = beside a forward pass on the same one text; "
+            "api/captum_one_text_s = seconds per text of make_batch + explain and of captum's own call, timed side by "
+            "side; batched_vs_alone = IG's seconds per text alone / batched)")
+        shown = table[table[BATCH1_COLUMNS[1]].notna()]
+        say(shown[["method", *BATCH1_COLUMNS]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if errors:
         say(f"FAILED: {errors}")
     if len(targets):

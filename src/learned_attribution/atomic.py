@@ -4,8 +4,10 @@ atomic on one filesystem), so a crash leaves the previous output or none, never 
 artifacts and the CLI."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -35,8 +37,30 @@ def atomic_folder(folder: str | Path) -> Iterator[Path]:
 
 
 def write_text_atomically(path: str | Path, text: str) -> None:
-    """Write `text` (UTF-8) to `partial_name(path)`, then replace `path` with it."""
+    """Write `text` (UTF-8) to `partial_name(path)`, then replace `path` with it. On any failure (a full disk, a
+    failed rename, an interrupt) the temporary file is removed and `path` is left as it was."""
     path = Path(path)
     partial = partial_name(path)
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def probe_writable(folder: str | Path) -> None:
+    """Raise `OSError` unless a file can be written in the existing `folder`: a small file is created, written,
+    flushed to disk and removed, so a read-only or full filesystem (which permission bits do not reveal, and
+    which root ignores) fails here rather than at the end of a long run."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such folder", str(folder))
+    descriptor, name = tempfile.mkstemp(dir=folder, prefix=".write-probe-")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(b"\0" * 4096)
+            handle.flush()
+            os.fsync(handle.fileno())
+    finally:
+        os.unlink(name)

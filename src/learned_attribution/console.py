@@ -15,19 +15,24 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
-from learned_attribution.atomic import write_text_atomically
-from learned_attribution.explain import DEFAULT_MODELS_DIR, ExplainInputError, FoldExplainer
+from learned_attribution.atomic import probe_writable, write_text_atomically
+from learned_attribution.explain import DEFAULT_MODELS_DIR, WORD_SPLITS, ExplainInputError, FoldExplainer
 from learned_attribution.tasks import FOLDS
 
+logger = logging.getLogger(__name__)
+
 FORMATS = (".txt", ".jsonl", ".csv")
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte-order mark (Excel and Notepad save CSV and text with one)
 
 
 def _decoded_lines(path: Path) -> list[str]:
-    """The file's lines (line ends kept), decoded as UTF-8; a line that is not valid UTF-8 is an error naming it."""
+    """The file's lines (line ends kept), decoded as UTF-8 without a leading byte-order mark; a line that is not
+    valid UTF-8 is an error naming it."""
     try:
         raw = path.read_bytes()
     except OSError as error:
         raise ExplainInputError(f"{path}: cannot be read ({error.strerror})") from error
+    raw = raw.removeprefix(BOM)  # else it would be part of the first text, JSON object or CSV column name
     lines = []
     for number, line in enumerate(raw.splitlines(keepends=True), start=1):
         try:
@@ -45,8 +50,9 @@ def _require_text(value: str, where: str) -> str:
 
 
 def read_inputs(path: str | Path, text_column: str = "text") -> tuple[list[str | list[str]], list[str]]:
-    """Texts (or word lists) and ids from a .txt (one text a line), .jsonl (`text` or `words`, optional `id`)
-    or .csv file (`text_column`, optional `id` column). Ids default to the line number."""
+    """Texts (or word lists) and ids from a .txt (one text a line; blank lines skipped and counted in the log),
+    .jsonl (`text` or `words`, optional `id`) or .csv file (`text_column`, optional `id` column), UTF-8 with or
+    without a byte-order mark. Ids default to the line number."""
     path = Path(path)
     if path.suffix not in FORMATS:
         raise ExplainInputError(f"{path}: unknown input format {path.suffix!r}; expected one of {list(FORMATS)}")
@@ -54,9 +60,17 @@ def read_inputs(path: str | Path, text_column: str = "text") -> tuple[list[str |
     texts: list[str | list[str]] = []
     ids: list[str] = []
     if path.suffix == ".txt":
+        blank = []
         for number, line in enumerate(lines, start=1):
-            texts.append(_require_text(line.rstrip("\r\n"), f"{path} line {number}"))
+            if not line.strip():  # a trailing or separating blank line is no text; ids stay line numbers
+                blank.append(number)
+                continue
+            texts.append(line.rstrip("\r\n"))
             ids.append(str(number))
+        if blank:
+            shown = ", ".join(map(str, blank[:10])) + (", ..." if len(blank) > 10 else "")
+            logger.warning("%s: skipped %d blank line%s (line%s %s)", path, len(blank), "s" * (len(blank) > 1),
+                           "s" * (len(blank) > 1), shown)
     elif path.suffix == ".jsonl":
         for number, line in enumerate(lines, start=1):
             where = f"{path} line {number}"
@@ -96,9 +110,37 @@ def read_inputs(path: str | Path, text_column: str = "text") -> tuple[list[str |
     return texts, ids
 
 
+def check_output(option: str, value: str | None) -> None:
+    """Refuse an output path that cannot be written, before any work: a folder, a missing folder, or a folder
+    where no file can be written (read-only or full filesystem, permissions)."""
+    if not value:
+        return
+    path = Path(value)
+    if path.is_dir():
+        raise ExplainInputError(f"{option} {path}: is a folder, not a file")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ExplainInputError(f"{option} {path}: the folder {folder} does not exist")
+    try:
+        probe_writable(folder)
+    except OSError as error:
+        raise ExplainInputError(f"{option} {path}: cannot write in {folder} ({error.strerror or error})") from error
+
+
+def _write(option: str, value: str, text: str) -> None:
+    try:
+        write_text_atomically(Path(value), text)
+    except OSError as error:  # e.g. the disk filled up while explaining: one line, no half-written file left
+        raise ExplainInputError(f"{option} {value}: cannot write ({error.strerror or error})") from error
+
+
 def explain_command(args: argparse.Namespace) -> int:
     if bool(args.texts) == bool(args.input):
         raise ExplainInputError("give either TEXT arguments or --input FILE (not both, not neither)")
+    check_output("--output", args.output)
+    check_output("--html", args.html)
+    if args.output and args.html and Path(args.output).resolve() == Path(args.html).resolve():
+        raise ExplainInputError(f"--output and --html name the same file {args.output}")
     if args.input:
         texts, ids = read_inputs(args.input, args.text_column)
     else:
@@ -110,17 +152,17 @@ def explain_command(args: argparse.Namespace) -> int:
     with tqdm(total=len(texts), desc=f"explain ({', '.join(methods)})", unit="text", file=sys.stderr,
               disable=not args.input) as progress:
         explanations = explainer.explain(texts, methods=methods, batch_size=args.batch_size, ids=ids,
-                                         progress=progress)
+                                         progress=progress, words=args.words)
     lines = "".join(json.dumps(e.record(), ensure_ascii=False) + "\n" for e in explanations)
     if args.output:
-        write_text_atomically(Path(args.output), lines)
+        _write("--output", args.output, lines)
     else:
         sys.stdout.write(lines)
     if args.html:
         from learned_attribution.reporting import explanation_page
 
         title = f"{explainer.folder.name}: explanations of the {args.classifier or explainer.card['held_out_task']} classifier"
-        write_text_atomically(Path(args.html), explanation_page(title, explanations, methods))
+        _write("--html", args.html, explanation_page(title, explanations, methods))
     written = [str(p) for p in (args.output, args.html) if p]
     if written:
         print(f"explained {len(explanations)} texts with {', '.join(methods)}: wrote {', '.join(written)}",
@@ -142,15 +184,39 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "the fold's best baseline)")
     explain.add_argument("--input", help="a .txt (one text a line), .jsonl (text or words, optional id) or .csv file")
     explain.add_argument("--text-column", default="text", help="text column of a .csv input (default: text)")
+    explain.add_argument("--words", choices=WORD_SPLITS, default="tokenizer",
+                         help="how a text is split into words: the classifier tokenizer's pre-tokenizer (punctuation "
+                              "apart, for BERT) or at whitespace only (default: tokenizer)")
     explain.add_argument("--output", help="JSONL output file (default: standard output)")
     explain.add_argument("--html", help="also write an HTML page (works offline)")
     explain.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="where trained folds and classifiers "
                                                                              "are (default: data/06_models)")
     explain.add_argument("--batch-size", type=int, default=16)
-    explain.add_argument("--max-length", type=int, help="subword tokens per text (default: the fold's, 128)")
+    explain.add_argument("--max-length", type=int, help="subword tokens per text (default: the fold's, 128; at most "
+                                                        "the classifier's positions)")
     explain.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
     explain.set_defaults(run=explain_command)
+    results = commands.add_parser("results", help="write docs/results.md and README's tables from a run's reports",
+                                  description="Every number from the reports a run wrote (results.py).")
+    results.add_argument("--reports", default="data/08_reporting", help="the run's reports folder "
+                                                                         "(default: data/08_reporting)")
+    results.add_argument("--output", default="docs/results.md", help="the results document (default: docs/results.md)")
+    results.add_argument("--readme", action="append", help="a file whose <!-- results:NAME --> blocks are rewritten "
+                                                           "(repeatable; default: README.md and benchmarks/README.md; "
+                                                           "'none': no file)")
+    results.set_defaults(run=results_command)
     return parser
+
+
+def results_command(args: argparse.Namespace) -> int:
+    from learned_attribution.results import write_results
+    from learned_attribution.tracking import git_commit
+
+    readmes = args.readme or ["README.md", "benchmarks/README.md"]
+    readmes = [] if readmes == ["none"] else [r for r in readmes if r != "none"]
+    written = write_results(args.reports, args.output, readmes, commit=git_commit(Path.cwd()))
+    print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """MLflow tracking: one parent run per `kedro run` that fine-tunes classifiers or runs folds, and one child
-run per held-out fold (metrics, curves, artifacts, the fold's registered pyfunc model). Store checks,
-guarded logging and stale-run clean-up live in `tracking.py`.
+run per held-out fold (metrics, curves, artifacts, the fold's registered pyfunc model); a resume continues
+the runs it resumes and a no-op resume opens none. Store checks, guarded logging, stale-run clean-up and
+resume keys live in `tracking.py`.
 
 Folds of the namespaced pipelines run interleaved, so nothing here uses MLflow's fluent "active
 run": every call names its run id explicitly through `MlflowClient`.
@@ -18,6 +19,7 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from learned_attribution import tracking
+from learned_attribution.afn.tracking import refuse_own_tracking_uri
 from learned_attribution.tasks import FOLD_PREFIX, TASKS
 from learned_attribution.tracking import GuardedLogging, check_store, resolve_tracking_uri
 
@@ -37,6 +39,18 @@ def _flatten(prefix: str, value: Any) -> dict[str, str]:
     return {prefix: str(value)[:500]}
 
 
+def _folds_of(nodes) -> list[str]:
+    """The held-out fold namespaces (`heldout_<task>`) of `nodes`."""
+    return sorted({node.namespace.split(".")[0] for node in nodes
+                   if node.namespace and node.namespace.startswith(FOLD_PREFIX)})
+
+
+def _trained_of(nodes) -> list[str]:
+    """The tasks whose classifier `nodes` fine-tune."""
+    return sorted({node.namespace for node in nodes
+                   if node.namespace in TASKS and node.name.endswith("train_classifier")})
+
+
 def fold_metric_entries(metrics: pd.DataFrame) -> dict[str, float]:
     """`method/rule/subset/metric` -> value for every finite number of a fold's metrics table."""
     entries = {}
@@ -48,9 +62,42 @@ def fold_metric_entries(metrics: pd.DataFrame) -> dict[str, float]:
     return entries
 
 
+# Datasets outside a fold's namespace that the parent run logs (besides `<task>.training_history`).
+_PARENT_OUTPUTS = {"classifier_metrics", "crosstask_metrics", "crosstask_summary"}
+
+
+def _reads_mlflow_settings(node) -> bool:
+    return any(name == "params:mlflow" or name.startswith("params:mlflow.") for name in node.inputs)
+
+
+def remaining_nodes(pipeline, catalog, only_missing_outputs: bool) -> list:
+    """The nodes the runner will run. Kedro 1.x hands `before_pipeline_run` the pipeline *before* the
+    `--only-missing-outputs` filter (the runner applies it), so the hook applies the runner's own rule here;
+    without that filter, or with a Kedro that has no such function, every node."""
+    nodes = list(pipeline.nodes)
+    if not only_missing_outputs or not nodes:
+        return nodes
+    try:
+        from kedro.runner.runner import _build_node_children_map, _determine_nodes_to_run
+
+        # Reverse topological order, as the runner walks it: a node runs if an output is missing or a child needs it.
+        keep = _determine_nodes_to_run(list(reversed(nodes)), catalog, _build_node_children_map(pipeline), logger)
+    except Exception as error:  # noqa: BLE001 - never stop a run over this: track every node instead
+        logger.debug("MLflow: could not apply the missing-outputs filter (%s); tracking every node", error)
+        return nodes
+    return [node for node in nodes if node in keep]
+
+
 class MlflowFoldRunsHook:
     """Opens the runs before the pipeline, logs each fold's outputs as they are saved, closes the runs
-    FINISHED after the pipeline or FAILED when it raises."""
+    FINISHED after the pipeline or FAILED when it raises.
+
+    A resume (`--only-missing-outputs`) continues a fold's latest KILLED or FAILED run with the same
+    `resume_key` (env, git commit, parameters, raw file hashes), so that run holds everything the fold
+    logged before and after; a fold none of whose nodes are left to run gets no run, and a resume with
+    nothing tracked left to run creates none at all. Any pipeline that tracks (folds, classifiers, or a
+    node reading `params:mlflow`: afn, evaluate_external) checks `mlflow.tracking_uri` before its first node.
+    """
 
     def __init__(self) -> None:
         self._client: MlflowClient | None = None
@@ -67,58 +114,91 @@ class MlflowFoldRunsHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
-        folds = sorted({node.namespace.split(".")[0] for node in pipeline.nodes
-                        if node.namespace and node.namespace.startswith(FOLD_PREFIX)})
-        trained = sorted({node.namespace for node in pipeline.nodes
-                          if node.namespace in TASKS and node.name.endswith("train_classifier")})
-        if not folds and not trained:
-            return
+        all_folds, all_trained = _folds_of(pipeline.nodes), _trained_of(pipeline.nodes)
+        resume = bool(run_params.get("only_missing_outputs"))
+        nodes = remaining_nodes(pipeline, catalog, resume)
+        folds, trained = _folds_of(nodes), _trained_of(nodes)
+        parent_outputs = any(output in _PARENT_OUTPUTS for node in nodes for output in node.outputs)
+        reads_settings = any(_reads_mlflow_settings(node) for node in nodes)
+        if any(node.name == "afn_log_to_mlflow" for node in nodes):
+            refuse_own_tracking_uri(self._params.get("afn"))  # before the store check: it names the fix
+        if not (folds or trained or parent_outputs or reads_settings):
+            return  # nothing left that logs to MLflow (a no-op resume among others): no run, no check
         settings = self._params.get("mlflow", {})
         uri = resolve_tracking_uri(settings.get("tracking_uri"))
         check_store(uri)  # an unusable store stops the run here, in one line, before any computation
+        if not (folds or trained or parent_outputs):
+            return  # afn / evaluate_external log their own runs (they read params:mlflow)
         self._guard = GuardedLogging(bool(settings.get("strict", False)))
         self._catalog = catalog
         self._experiment = settings.get("experiment", "crosstask")
-        if self._guard("the runs", self._open_runs, uri, run_params, folds) is None:
+        if self._guard("the runs", self._open_runs, uri, run_params, folds, all_folds, all_trained,
+                       resume) is None:
             self._client = None  # warned: the pipeline runs without tracking
 
-    def _open_runs(self, uri: str, run_params: dict[str, Any], folds: list[str]) -> bool:
-        self._client = MlflowClient(tracking_uri=uri)
-        experiment = self._experiment
-        experiment_id = tracking.experiment_id(self._client, experiment)
-        tracking.end_stale_runs(self._client, experiment_id)
+    def _open_runs(self, uri: str, run_params: dict[str, Any], folds: list[str], all_folds: list[str],
+                   all_trained: list[str], resume: bool) -> bool:
+        self._client = client = MlflowClient(tracking_uri=uri)
+        experiment_id = tracking.experiment_id(client, self._experiment)
+        tracking.end_stale_runs(client, experiment_id)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         env = run_params.get("env") or "local"
-        kind = "crosstask" if folds else "classifiers"
-        parent = self._client.create_run(experiment_id, run_name=f"{kind} {stamp}",
-                                         tags={"kedro.env": env, "kedro.pipeline": str(run_params.get("pipeline_name")),
-                                               **tracking.process_tags()})
-        self._parent = parent.info.run_id
+        kind = "crosstask" if all_folds else "classifiers"
+        pipelines = ",".join(str(n) for n in (run_params.get("pipeline_names") or [run_params.get("pipeline_name")]))
         shared = {**_flatten("encoder", self._params.get("encoder", {})),
                   **_flatten("features", self._params.get("features", {})),
                   **_flatten("crosstask", self._params.get("crosstask", {})),
                   **_flatten("classifiers", self._params.get("classifiers", {})),
                   "max_length": str(self._params.get("max_length")), "seed": str(self._params.get("seed")),
                   "kedro.env": env}
-        self._log_params(self._parent, {**shared, "folds": ",".join(folds)})
-        for fold in folds:
-            task = fold[len(FOLD_PREFIX):]
-            run = self._client.create_run(experiment_id, run_name=fold, tags={
-                "mlflow.parentRunId": self._parent, "fold": fold, "held_out_task": task, "kedro.env": env,
-                **tracking.process_tags()})
-            self._folds[fold] = run.info.run_id
-            training = [t for t in TASKS if t != task]
-            self._log_params(run.info.run_id, {**shared, "fold": fold, "held_out_task": task,
-                                               "training_tasks": ",".join(training)})
         commit = tracking.git_commit(Path.cwd())
         raw_inputs = tracking.raw_file_inputs(self._raw_files())
-        for run_id in [self._parent, *self._folds.values()]:
-            if commit:
-                self._client.set_tag(run_id, "mlflow.source.git.commit", commit)
-            self._guard(f"the raw input hashes of run {run_id}", self._client.log_inputs, run_id, raw_inputs)
-        logger.info("MLflow: parent run %s with fold runs %s at %s", self._parent, self._folds,
-                    self._client.tracking_uri)
+        raw = {i.dataset.name: {t.key: t.value for t in i.tags}.get("sha256", "") for i in raw_inputs}
+
+        def key(identity: str) -> str:
+            return tracking.resume_key(identity, env, commit, shared, raw)
+
+        # The parent's identity is the whole pipeline's (unfiltered) folds and classifiers, so a resume that
+        # leaves only some of them to run still finds it.
+        parent_params = {**shared, "folds": ",".join(all_folds)}
+        parent_key = key(f"parent:{kind}:{parent_params['folds']}:{','.join(all_trained)}")
+        self._parent = self._start(experiment_id, parent_key, resume, f"{kind} {stamp}",
+                                   {"kedro.env": env, "kedro.pipeline": pipelines}, parent_params, commit, raw_inputs)
+        for fold in folds:
+            task = fold[len(FOLD_PREFIX):]
+            training = [t for t in TASKS if t != task]
+            self._folds[fold] = self._start(
+                experiment_id, key(f"fold:{fold}"), resume, fold,
+                {"mlflow.parentRunId": self._parent, "fold": fold, "held_out_task": task, "kedro.env": env},
+                {**shared, "fold": fold, "held_out_task": task, "training_tasks": ",".join(training)}, commit,
+                raw_inputs)
+        logger.info("MLflow: parent run %s with fold runs %s at %s", self._parent, self._folds, client.tracking_uri)
         return True
+
+    def _start(self, experiment_id: str, key: str, resume: bool, name: str, tags: dict[str, str],
+               params: dict[str, str], commit: str | None, raw_inputs: list) -> str:
+        """A resume continues the latest unfinished run with this key (re-pointed at this parent); otherwise,
+        or when there is none, a new run. Returns the run id."""
+        client = self._client
+        found = tracking.resumable_run(client, experiment_id, key) if resume else None
+        if found is not None:
+            run_id = found.info.run_id
+            tracking.reopen_run(client, found)
+            for tag, value in tags.items():
+                if found.data.tags.get(tag) != value:
+                    client.set_tag(run_id, tag, value)  # e.g. a fold continued under a new parent run
+            # Same key: the same parameters; only the ones it lacks (MLflow refuses a changed value).
+            self._log_params(run_id, {k: v for k, v in params.items() if k not in found.data.params})
+            logger.info("MLflow: %s continues %s run %s (%d metrics logged before)", name, found.info.status,
+                        run_id, len(found.data.metrics))
+            return run_id
+        run_id = client.create_run(experiment_id, run_name=name, tags={
+            **tags, tracking.RESUME_TAG: key, **tracking.process_tags()}).info.run_id
+        self._log_params(run_id, params)
+        if commit:
+            client.set_tag(run_id, "mlflow.source.git.commit", commit)
+        self._guard(f"the raw input hashes of run {run_id}", client.log_inputs, run_id, raw_inputs)
+        return run_id
 
     def _raw_files(self) -> dict[str, Path]:
         """Every raw file the data processing pipeline reads (name -> path), hashed into each run's inputs."""
@@ -152,7 +232,8 @@ class MlflowFoldRunsHook:
         elif dataset_name == "classifier_metrics":
             for fold, fold_run in self._folds.items():
                 rows = data[data["task"] == fold[len(FOLD_PREFIX):]]
-                self._log_metrics(fold_run, {f"classifier/{r['eval_set']}/{k}": float(r[k]) for r in rows.to_dict("records")
+                self._log_metrics(fold_run, {f"classifier/{r['eval_set']}/{k}": float(r[k])
+                                             for r in rows.to_dict("records")
                                              for k in ("accuracy", "macro_f1", "mcc", "n") if pd.notna(r[k])})
             self._client.log_text(self._parent, data.to_csv(index=False), "classifier_metrics.csv")
         elif dataset_name == "crosstask_metrics":

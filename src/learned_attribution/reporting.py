@@ -139,24 +139,46 @@ def heatmap_page(title: str, examples: list[dict], methods: Sequence[str]) -> st
 
 def explanation_page(title: str, explanations: Sequence, methods: Sequence[str]) -> str:
     """A self-contained HTML page (no external assets) of `learned_attribution.explain.Explanation`s: per text,
-    the predicted label and probability, then one row of words per method coloured by its word scores, with
+    the predicted label (the classifier's id2label name) and probability, then one row per method: the text as
+    typed, each word highlighted at its offsets by the method's word score (a given word list: its words, spaced),
     each method's own-rule rationale underlined."""
     signed = _signed_methods(methods)
+
+    def as_typed(text: str, offsets: Sequence[tuple[int, int]], row: str) -> str:
+        # `_token_cells` joins one <span> per word with a space, and html.escape leaves no "<" in a word, so
+        # "</span> <span" only ever separates two words' cells: each goes back at its offsets, gaps as typed.
+        parts = row.split("</span> <span")
+        last = len(parts) - 1
+        cells = [("<span" if i else "") + part + ("</span>" if i < last else "") for i, part in enumerate(parts)]
+        if len(cells) != len(offsets):
+            return row
+        out, position = [], 0
+        for (start, end), cell in zip(offsets, cells):
+            out += [html.escape(text[position:start]), cell]
+            position = end
+        return "".join(out) + html.escape(text[position:])
+
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
-             f"{PAGE_STYLE} .r{{text-decoration:underline;text-decoration-thickness:2px}}</style></head><body>",
+             f"{PAGE_STYLE} .r{{text-decoration:underline;text-decoration-thickness:2px}} "
+             ".typed{white-space:pre-wrap}</style></head><body>",
              f"<h1>{html.escape(title)}</h1><p>Words coloured by each method's score for the predicted class (hover "
              "for the value): unsigned methods from white to full colour within the text; signed methods ("
              f"{', '.join(sorted(signed)) or 'none here'}) on a diverging scale, red for and blue against the "
              "predicted class. Underlined: the method's own rationale. Grey: no score (cut by truncation).</p>"]
     for explanation in explanations:
+        unknown = (f" — mostly unknown tokens ({explanation.unknown_share:.0%})"
+                   if getattr(explanation, "mostly_unknown", False) else "")
         heading = (f"{html.escape(str(explanation.id)) + ': ' if explanation.id is not None else ''}predicted "
                    f"{html.escape(explanation.label)} (p = {explanation.probability:.3f})"
-                   f"{' — truncated' if explanation.truncated else ''}")
+                   f"{' — truncated' if explanation.truncated else ''}{unknown}")
         parts.append(f"<h3>{heading}</h3><table>")
+        offsets = getattr(explanation, "offsets", None)
         for method in methods:
             cells = _token_cells(explanation.words, explanation.word_scores[method], "220,40,40", method in signed,
                                  explanation.rationale[method])
-            parts.append(f"<tr><td class='m'>{html.escape(method)}</td><td>{cells}</td></tr>")
+            if offsets is not None:
+                cells = as_typed(explanation.text, offsets, cells)
+            parts.append(f"<tr><td class='m'>{html.escape(method)}</td><td class='typed'>{cells}</td></tr>")
         parts.append("</table>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -1,5 +1,6 @@
-"""Talking to MLflow: which store, whether it works, experiments, runs left behind by dead processes, and
-logging that warns instead of stopping the computation. The fold hook (hooks.py), the AFN pipeline and
+"""Talking to MLflow: which store, whether it works, experiments (and a copied store's foreign artifact root),
+runs left behind by dead processes and continuing them on a resume, and logging that warns instead of stopping
+the computation. The fold hook (hooks.py), the AFN pipeline and
 evaluate_external all go through here; every call names its run explicitly (`MlflowClient`, no fluent
 active run).
 """
@@ -20,6 +21,9 @@ DEFAULT_URI = "sqlite:///mlflow.db"
 # The MLflow 3 UI opens experiments of this kind on the runs table (not the GenAI traces overview).
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 HOST_TAG, PID_TAG = "learned_attribution.host", "learned_attribution.pid"
+# A run's identity for a resume (`resume_key`), how often it was continued and when last.
+RESUME_TAG = "learned_attribution.resume_key"
+RESUMED_TAG, RESUMED_AT_TAG = "learned_attribution.resumed_count", "learned_attribution.resumed_at"
 
 
 class TrackingStoreError(RuntimeError):
@@ -100,13 +104,79 @@ def check_store(uri: str) -> None:
 
 
 def experiment_id(client, name: str, artifact_location: str | None = None) -> str:
-    """The experiment's id, created when missing, marked as a model-training experiment."""
+    """The experiment's id, created when missing, marked as a model-training experiment; an existing one whose
+    artifacts go outside this project (a copied store) gets a warning (`warn_foreign_artifact_root`)."""
     found = client.get_experiment_by_name(name)
     experiment = found.experiment_id if found else client.create_experiment(name, artifact_location=artifact_location)
     for key, value in EXPERIMENT_KIND.items():
         if not found or found.tags.get(key) != value:
             client.set_experiment_tag(experiment, key, value)
+    if found:
+        warn_foreign_artifact_root(client.tracking_uri, name, found.artifact_location)
     return experiment
+
+
+def _local_path(location: str) -> Path | None:
+    """The folder of a local artifact location (`file://...` or a plain path); None for remote stores."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        from mlflow.utils.file_utils import local_file_uri_to_path
+
+        return Path(local_file_uri_to_path(location))
+    return Path(location) if parsed.scheme == "" else None
+
+
+def warn_foreign_artifact_root(uri: str, name: str, artifact_location: str) -> bool:
+    """Warn (one line) when experiment `name` of a SQLite store keeps its artifacts in a local folder outside both
+    the store's folder and the working folder: MLflow fixes an experiment's artifact root as an absolute path when
+    it creates the experiment, so a copied project (`cp -a`) would keep writing into the original's folder.
+    Returns whether it warned."""
+    database, root = _sqlite_path(uri), _local_path(artifact_location or "")
+    if database is None or root is None:
+        return False
+    homes = [database.resolve().parent, Path.cwd().resolve()]
+    if any(root.resolve().is_relative_to(home) for home in homes):
+        return False
+    logger.warning("MLflow: experiment %r of %s keeps its artifacts in %s, outside this project (%s; a copied "
+                   "store?): new artifacts go there too; give this project its own experiment (parameter "
+                   "mlflow.experiment, or afn.mlflow.experiment) or see docs/choices.md, MLflow",
+                   name, uri, artifact_location, homes[1])
+    return True
+
+
+def resume_key(identity: str, env: str, commit: str | None, params: dict[str, str], raw: dict[str, str]) -> str:
+    """A stable key of what a run computes: which run (a fold, a parent), the Kedro env, the git commit, the
+    parameters and the raw files' hashes. Only a run with the same key is ever continued (`resumable_run`)."""
+    import hashlib
+    import json
+
+    payload = json.dumps({"run": identity, "env": env, "commit": commit or "", "params": params, "raw": raw},
+                         sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def resumable_run(client, experiment: str, key: str):
+    """The latest run of `experiment` tagged `key` when it did not finish (KILLED, FAILED), else None: a run
+    that finished, or one still RUNNING in a live process, is never continued. Call `end_stale_runs` first,
+    so that runs of dead processes are KILLED by then."""
+    from mlflow.entities import ViewType
+
+    runs = client.search_runs([experiment], f"tags.`{RESUME_TAG}` = '{key}'", ViewType.ACTIVE_ONLY, max_results=1,
+                              order_by=["attributes.start_time DESC"])
+    return runs[0] if runs and runs[0].info.status in ("KILLED", "FAILED") else None
+
+
+def reopen_run(client, run) -> None:
+    """Continue `run` (an MLflow `Run`): RUNNING again, this process's host and pid tags (so a new kill is
+    recognised), `resumed_count` incremented and `resumed_at` set."""
+    import time
+
+    run_id = run.info.run_id
+    client.update_run(run_id, status="RUNNING")
+    count = int(run.data.tags.get(RESUMED_TAG, "0") or 0) + 1
+    for key, value in {**process_tags(), RESUMED_TAG: str(count),
+                       RESUMED_AT_TAG: time.strftime("%Y-%m-%d %H:%M:%S")}.items():
+        client.set_tag(run_id, key, value)
 
 
 def process_tags() -> dict[str, str]:

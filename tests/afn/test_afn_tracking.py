@@ -63,3 +63,29 @@ def test_failed_logging_marks_the_run_failed(store):
     experiment = client.get_experiment_by_name("afn-failing")
     runs = client.search_runs([experiment.experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]
+
+
+def test_the_afn_node_logs_to_the_one_mlflow_tracking_uri(store, monkeypatch):
+    """`--pipeline afn` reads `mlflow.tracking_uri` like every pipeline (no `afn.mlflow.tracking_uri`)."""
+    from mlflow.tracking import MlflowClient
+
+    from learned_attribution.pipelines.afn import nodes
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    _, uri = store
+    layers = pd.DataFrame({"layer": [0, 1], "r_h_context": [0.2, 0.5]})
+    where = nodes.log_to_mlflow("# report\n", {"encoder": "tiny", "r_h_context": 0.5}, layers, {},
+                                {"percentile": 75, "mlflow": {"experiment": "afn-node"}}, {"tracking_uri": uri},
+                                {"name_or_path": "tiny"}, 64, 13)
+    assert where["tracking_uri"] == uri and where["experiment"] == "afn-node"
+    assert MlflowClient(uri).get_run(where["run_id"]).data.metrics["r_h_context"] == 0.5
+
+
+def test_the_afn_parameters_have_no_tracking_uri_of_their_own():
+    import yaml
+
+    project = Path(__file__).resolve().parents[2]
+    for env in ("base", "smoke"):
+        afn = yaml.safe_load((project / "conf" / env / "parameters_afn.yml").read_text())["afn"]
+        assert "tracking_uri" not in (afn.get("mlflow") or {}), env
+    assert yaml.safe_load((project / "conf/base/parameters.yml").read_text())["mlflow"]["tracking_uri"]

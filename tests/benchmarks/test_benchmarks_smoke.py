@@ -86,16 +86,18 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     assert (table["error"] == "").all()
     assert positive_finite(table["examples_per_s"])
     assert positive_finite(table["ratio_to_forward"])
+    # Every entry (the API's too) also one text at a time, beside a forward pass at batch 1.
+    assert positive_finite(table["examples_per_s_batch1"]) and positive_finite(table["ratio_to_forward_batch1"])
     by_method = table.set_index("method")
     assert by_method.loc[["forward_all", "forward_subset"], "ratio_to_forward"].tolist() == [1.0, 1.0]
     # --quick runs 8 texts, the expensive methods on the first 2, LIME/KernelSHAP with 16 samples and
-    # IG with 4 steps: model calls per example are n_samples, and n_steps + 4 (see IntegratedGradients).
+    # IG with 4 steps: model calls per example are n_samples, and n_steps + 2 (see IntegratedGradients).
     assert by_method.at["forward_all", "n_examples"] == 8
     for expensive in attribution_throughput.DEFAULT_EXPENSIVE:
         assert by_method.at[expensive, "n_examples"] == 2
         assert by_method.at[expensive, "reference"] == "forward_subset"
     assert by_method.at["lime", "model_calls_per_example"] == 16
-    assert by_method.at["integrated_gradients", "model_calls_per_example"] == 8
+    assert by_method.at["integrated_gradients", "model_calls_per_example"] == 6
     assert by_method.at["expnet_paper", "model_calls_per_example"] == 1
     plus = [m for m in by_method.index if m.startswith("expnet_plus:")]
     assert (by_method.loc[[m for m in by_method.index if m.startswith("api:")], "family"] == "api").all()
@@ -112,8 +114,49 @@ def test_attribution_throughput_quick(scripts, tmp_path):
         ["api:expnet_paper / plain forward pass (no gradients, end to end)",
          *(f"api:expnet_plus:{v} / saliency baseline" for v in saliency_variants),
          *(f"api:expnet_plus:{v} / plain forward pass (no gradients, end to end)" for v in no_gradients)])
-    assert len(targets) == 5 + len(plus) + len(api)
+    # Fast single requests: the API's one-text call against captum's own, per gradient method, and IG batched
+    # against alone.
+    one_text = targets[targets["target"].str.contains("one-text call|alone per text")]
+    assert sorted(one_text["target"]) == sorted(
+        [*(f"{m} batch-1 cost <= captum's own one-text call (captum s / API s)"
+           for m in attribution_throughput.CAPTUM_METHODS),
+         "integrated_gradients batched per text <= alone per text (alone s / batched s)"])
+    assert len(targets) == 5 + len(plus) + len(api) + len(one_text)
     assert positive_finite(targets["measured"])
+
+
+def test_attribution_throughput_batch1_columns(scripts, tmp_path):
+    """The one-text-at-a-time columns: every entry at batch 1 beside a forward pass at batch 1, captum's own
+    one-text call beside the API's for the gradient methods (same scores), IG batched beside alone."""
+    _, attribution_throughput = scripts
+    methods = ["saliency", "input_x_gradient", "integrated_gradients", "raw_attention"]
+    attribution_throughput.main([*QUICK, "--output-dir", str(tmp_path), "--methods", *methods,
+                                 "--batch1-texts", "3"])
+    table = pd.read_csv(tmp_path / "attribution_throughput.csv").set_index("method")
+    assert set(attribution_throughput.BATCH1_COLUMNS) <= set(table.columns)
+    assert sorted(table.index) == sorted(["forward_all", "forward_subset", *methods])
+    assert positive_finite(table["examples_per_s_batch1"]) and positive_finite(table["ratio_to_forward_batch1"])
+    assert table.loc[["forward_all", "forward_subset"], "ratio_to_forward_batch1"].tolist() == [1.0, 1.0]
+    # --quick: 2 expensive texts (IG's batch-1 texts too), the cheap methods on --batch1-texts.
+    assert table["n_examples_batch1"].to_dict() == {"forward_all": 3, "forward_subset": 2, "saliency": 3,
+                                                    "input_x_gradient": 3, "integrated_gradients": 2,
+                                                    "raw_attention": 3}
+    captum = list(attribution_throughput.CAPTUM_METHODS)
+    for column in ("api_one_text_s", "captum_one_text_s", "api_vs_captum_one_text"):
+        assert positive_finite(table.loc[captum, column]) and table.drop(index=captum)[column].isna().all()
+    assert (table.loc[captum, "captum_max_abs_difference"] < 1e-4).all()  # the same scores as captum's
+    assert positive_finite(table.loc[["integrated_gradients"], "batched_vs_alone"])
+    assert table.drop(index="integrated_gradients")["batched_vs_alone"].isna().all()
+    targets = pd.read_csv(tmp_path / "attribution_targets.csv")
+    assert targets["target"].str.contains("one-text call|alone per text").sum() == 4
+
+
+def test_attribution_throughput_without_batch1(scripts, tmp_path):
+    _, attribution_throughput = scripts
+    attribution_throughput.main([*QUICK, "--output-dir", str(tmp_path), "--methods", "saliency", "--no-batch1"])
+    table = pd.read_csv(tmp_path / "attribution_throughput.csv")
+    assert list(table.columns) == attribution_throughput.ATTRIBUTION_COLUMNS
+    assert table[attribution_throughput.BATCH1_COLUMNS].isna().all().all()
 
 
 def test_distributed_scaling_quick(scripts, tmp_path):

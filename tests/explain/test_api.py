@@ -98,8 +98,8 @@ def test_word_lists_keep_their_segmentation_and_defaults_are_expnet_plus_and_the
     [result] = fold.explain([["the", "movie", "is", "great", "."]])
     assert result.words == ["the", "movie", "is", "great", "."] and result.text == "the movie is great ."
     assert list(result.word_scores) == ["expnet_plus", "saliency"] == fold.default_methods
-    assert set(result.record()) == {"id", "text", "words", "predicted", "label", "probability", "truncated",
-                                    "scores", "rationale"}
+    assert set(result.record()) == {"id", "text", "words", "offsets", "predicted", "label", "probability",
+                                    "truncated", "unknown_share", "mostly_unknown", "scores", "rationale"}
 
 
 def test_a_long_text_is_explained_on_its_first_max_length_tokens(tiny_models_dir, caplog):
@@ -145,7 +145,9 @@ def test_bad_inputs_name_what_is_wrong(fold, tiny_models_dir, tmp_path):
         FoldExplainer.from_fold("heldout_imdb", models_dir=tiny_models_dir)
     with pytest.raises(ExplainInputError, match=r"no trained fold at .*heldout_cola.*kedro run --pipeline crosstask"):
         FoldExplainer.from_fold("heldout_cola", models_dir=tiny_models_dir)
-    with pytest.raises(ExplainInputError, match=r"classifier 'no/such/model' could not be loaded"):
+    with pytest.raises(ExplainInputError, match=r"classifier folder no/such/model does not exist"):
         FoldExplainer.from_fold("heldout_sst2", classifier="no/such/model", models_dir=tiny_models_dir)
+    with pytest.raises(ExplainInputError, match=r"classifier 'no-such/model' could not be loaded"):  # the hub
+        FoldExplainer.from_fold("heldout_sst2", classifier="no-such/model", models_dir=tiny_models_dir)
     with pytest.raises(ExplainInputError, match=r"no trained cola classifier at .*kedro run --pipeline classifiers"):
         FoldExplainer.from_fold("heldout_sst2", classifier="cola", models_dir=tiny_models_dir)

@@ -26,8 +26,8 @@ def test_text_arguments_give_jsonl_and_an_offline_html_page(tiny_models_dir, tmp
     rows = records(out)
     assert [r["id"] for r in rows] == ["1", "2"] and rows[0]["words"] == ["the", "movie", "is", "great", "."]
     for row in rows:
-        assert set(row) == {"id", "text", "words", "predicted", "label", "probability", "truncated", "scores",
-                            "rationale"}
+        assert set(row) == {"id", "text", "words", "offsets", "predicted", "label", "probability", "truncated",
+                            "unknown_share", "mostly_unknown", "scores", "rationale"}
         assert set(row["scores"]) == set(row["rationale"]) == {"expnet_plus", "integrated_gradients"}
         assert all(len(v) == len(row["words"]) for v in [*row["scores"].values(), *row["rationale"].values()])
         assert 0.5 <= row["probability"] <= 1 and row["truncated"] is False
@@ -50,7 +50,7 @@ def test_default_methods_are_expnet_plus_and_the_best_baseline_on_stdout(tiny_mo
     ("in.jsonl", '{"id": "x1", "text": "bad film"}\n{"words": ["the", "movie", "is", "fun"]}\n', [], ["x1", "2"],
      ["bad", "film"]),
     ("in.csv", 'id,review\nr1,"the movie, so slow"\nr2,great fun\n', ["--text-column", "review"], ["r1", "r2"],
-     ["the", "movie,", "so", "slow"]),
+     ["the", "movie", ",", "so", "slow"]),  # the tokenizer's words: the comma apart
 ])
 def test_input_files(tiny_models_dir, tmp_path, name, content, extra, expected_ids, first_words):
     source, out = tmp_path / name, tmp_path / "out.jsonl"
@@ -61,7 +61,7 @@ def test_input_files(tiny_models_dir, tmp_path, name, content, extra, expected_i
 
 
 @pytest.mark.parametrize("name, content, extra, message", [
-    ("in.txt", b"fine\n  \nalso fine\n", [], "in.txt line 2: empty text"),
+    ("in.txt", b"\n  \n", [], "in.txt: no texts"),  # blank lines are skipped (tests/explain/test_input_checks.py)
     ("in.txt", b"fine\nbad \xff byte\n", [], "in.txt line 2: not valid UTF-8"),
     ("in.jsonl", b'{"text": "ok"}\n{"txt": "no"}\n', [], "in.jsonl line 2: expected an object with a 'text'"),
     ("in.jsonl", b'{"text": "ok"}\n{oops\n', [], "in.jsonl line 2: not valid JSON"),

@@ -127,7 +127,8 @@ def test_integrated_gradients_counts_its_model_calls():
     model = BagOfEmbeddings(torch.randn(10, 4), torch.randn(4, 2))
     batch = make_batch([[CLS, 5, 6, SEP], [CLS, 7, SEP]], [0, 1])
     attribution = build_explainer("integrated_gradients", n_steps=7, internal_batch_size=5).explain(model, batch)
-    assert attribution.model_calls == model.rows / 2 == 7 + 4
+    # n_steps path steps and one forward pass at each end (input, baseline) per example.
+    assert attribution.model_calls == model.rows / 2 == 7 + 2
 
 
 def manual_grad_cam(model, batch) -> torch.Tensor:
@@ -200,3 +201,135 @@ def test_integrated_gradients_settings_and_bad_values():
         build_explainer("integrated_gradients", n_steps=0)
     with pytest.raises(ValueError, match="internal_batch_size"):
         build_explainer("integrated_gradients", internal_batch_size=-1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Same numbers as captum, one text at a time or batched, with or without a target
+# ----------------------------------------------------------------------------------------------------
+
+# Lengths 9, 4, 6, 4, 12, 2 + 2: two texts of equal length, the rest all different.
+MIXED_ROWS = [[CLS, 7, 12, 30, 5, 9, 14, 21, SEP], [CLS, 22, 8, SEP], [CLS, 17, 33, 11, 26, SEP],
+              [CLS, 5, 5, SEP], [CLS, 31, 4, 18, 9, 9, 27, 6, 13, 38, 10, SEP], [CLS, SEP]]
+MIXED_TARGETS = [0, 2, 1, 1, 0, 2]
+
+
+@pytest.fixture(scope="module")
+def captum_reference():
+    """captum's own calls on the word-embedding layer: what gradient.py computed through captum before."""
+    from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
+
+    def attributions(model, batch, name, **settings):
+        layer, forward = model.get_input_embeddings(), grad.logits_function(model)
+        with torch.enable_grad():
+            if name == "integrated_gradients":
+                values, delta = LayerIntegratedGradients(forward, layer).attribute(
+                    batch.input_ids, baselines=grad.pad_baseline_ids(batch), target=batch.target,
+                    additional_forward_args=(batch.attention_mask,), return_convergence_delta=True, **settings)
+                return grad.zero_padding(values.sum(-1), batch.attention_mask), delta
+            values = LayerGradientXActivation(forward, layer, multiply_by_inputs=name == "input_x_gradient").attribute(
+                batch.input_ids, target=batch.target, additional_forward_args=(batch.attention_mask,))
+        scores = values.norm(dim=-1) if name == "saliency" else values.sum(-1)
+        return grad.zero_padding(scores, batch.attention_mask), None
+
+    return attributions
+
+
+@pytest.mark.parametrize("name", ["saliency", "input_x_gradient"])
+def test_gradients_equal_captums_layer_gradient_x_activation(model, batch, captum_reference, name):
+    expected, _ = captum_reference(model, batch, name)
+    torch.testing.assert_close(build_explainer(name).explain(model, batch).scores, expected, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("settings", [{"n_steps": 20, "internal_batch_size": 64, "method": "gausslegendre"},
+                                      {"n_steps": 9, "internal_batch_size": 4, "method": "riemann_trapezoid"}])
+def test_integrated_gradients_equal_captums_layer_integrated_gradients(model, batch, captum_reference, settings):
+    expected, expected_delta = captum_reference(model, batch, "integrated_gradients", **settings)
+    explainer = build_explainer("integrated_gradients", **settings)
+    torch.testing.assert_close(explainer.explain(model, batch).scores, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(explainer.last_convergence_delta, expected_delta.float(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mix_lengths", [False, True])
+@pytest.mark.parametrize("internal_batch_size", [None, 7, 64])
+def test_integrated_gradients_batched_equals_each_text_alone(tiny_bert_classifier, mix_lengths, internal_batch_size):
+    model = tiny_bert_classifier(num_labels=3, seed=3, initializer_range=0.5)
+    settings = {"n_steps": 12, "internal_batch_size": internal_batch_size, "mix_lengths": mix_lengths}
+    explainer = build_explainer("integrated_gradients", **settings)
+    batched = explainer.explain(model, make_batch(MIXED_ROWS, MIXED_TARGETS))
+    deltas = explainer.last_convergence_delta
+    assert batched.scores.abs().max() > 0.1  # a real signal
+    for row, tokens in enumerate(MIXED_ROWS):
+        alone = explainer.explain(model, make_batch([tokens], [MIXED_TARGETS[row]]))
+        torch.testing.assert_close(batched.scores[row, :len(tokens)], alone.scores[0], rtol=0, atol=1e-5)
+        torch.testing.assert_close(deltas[row], explainer.last_convergence_delta[0], rtol=0, atol=1e-5)
+        torch.testing.assert_close(batched.logits[row], alone.logits[0], rtol=0, atol=1e-5)
+        assert (batched.scores[row, len(tokens):] == 0).all()
+
+
+class TokenCounter(BagOfEmbeddings):
+    """`BagOfEmbeddings` that also counts the token positions (padding included) of every forward pass."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.tokens = 0
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **_) -> SimpleNamespace:
+        self.tokens += input_ids.numel()
+        return super().forward(input_ids, attention_mask)
+
+
+def test_integrated_gradients_computes_no_padding_on_the_cpu():
+    """Each text's steps and ends run at its own length: the passes hold exactly the texts' own tokens,
+    (n_steps + 2) x length per text, where padding every step to the longest text would cost far more."""
+    torch.manual_seed(4)
+    model = TokenCounter(torch.randn(40, 4), torch.randn(4, 3))
+    batch = make_batch(MIXED_ROWS, MIXED_TARGETS)
+    build_explainer("integrated_gradients", n_steps=5, internal_batch_size=8).explain(model, batch)
+    assert model.tokens == sum(len(r) for r in MIXED_ROWS) * (5 + 2) < batch.input_ids.numel() * (5 + 2)
+
+
+def test_pack_passes_covers_every_step_once_within_the_budget():
+    lengths = [9, 4, 6, 4, 12, 4]
+    for mix in (False, True):
+        for max_rows in (None, 1, 5, 7, 100):
+            passes = grad.pack_passes(lengths, 3, max_rows, mix)
+            pairs = [pair for rows in passes for pair in rows]
+            assert sorted(pairs) == [(row, step) for row in range(6) for step in range(3)]
+            assert all(0 < len(rows) <= (max_rows or 18) for rows in passes)
+            assert [lengths[row] for row, _ in pairs] == sorted(lengths[row] for row, _ in pairs)  # shortest first
+            if not mix:
+                assert all(len({lengths[row] for row, _ in rows}) == 1 for rows in passes)
+    # Three texts of length 4 share passes; the others run alone.
+    assert [len(rows) for rows in grad.pack_passes(lengths, 3, 5, False)] == [5, 4, 3, 3, 3]
+    assert [len(rows) for rows in grad.pack_passes(lengths, 3, 5, True)] == [5, 5, 5, 3]
+
+
+@pytest.mark.parametrize("name", ["saliency", "input_x_gradient", "integrated_gradients", "grad_cam"])
+def test_without_a_target_the_predicted_class_is_explained_in_the_same_pass(model, batch, name):
+    explainer = build_explainer(name)
+    assert explainer.classifies
+    with torch.no_grad():
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    predicted = make_batch(ROWS, logits.argmax(-1).tolist())
+    assert predicted.target.tolist() != TARGETS  # the two differ: the class really is inferred
+    untargeted = make_batch(ROWS, TARGETS)
+    untargeted.target = None
+    attribution = explainer.explain(model, untargeted)
+    torch.testing.assert_close(attribution.logits, logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(attribution.scores, explainer.explain(model, predicted).scores, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", ["saliency", "input_x_gradient", "integrated_gradients"])
+def test_frozen_embedding_weights_give_the_same_scores(batch, name):
+    model = tiny_classifier()
+    expected = build_explainer(name).explain(model, batch).scores
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    torch.testing.assert_close(build_explainer(name).explain(model, batch).scores, expected, rtol=0, atol=0)
+
+
+def test_integrated_gradients_rejects_bad_settings():
+    with pytest.raises(ValueError, match="mix_lengths"):
+        build_explainer("integrated_gradients", mix_lengths="yes")
+    with pytest.raises(ValueError, match="approximation method"):
+        build_explainer("integrated_gradients", method="simpson")

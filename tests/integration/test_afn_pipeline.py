@@ -17,7 +17,7 @@ def test_afn_pipeline_on_smoke(tmp_path):
 
     bootstrap_project(PROJECT)
     data, uri = tmp_path / "data", f"sqlite:///{tmp_path}/mlflow.db"
-    runtime_params = {"afn_data_root": str(data), "afn": {"mlflow": {"tracking_uri": uri}}}
+    runtime_params = {"afn_data_root": str(data), "mlflow": {"tracking_uri": uri}}  # the one store
     project_report = PROJECT / "data/08_reporting/afn_report.md"
     before = project_report.read_text() if project_report.exists() else None
     with KedroSession.create(project_path=PROJECT, env="smoke", runtime_params=runtime_params) as session:

@@ -168,3 +168,23 @@ def test_a_tracking_failure_mid_run_is_a_warning_and_the_outputs_are_written(smo
                                                               "experiment": "crosstask-smoke", "strict": True}},
                      only_missing_outputs=True)
     assert card.is_file()  # saved before the hook failed: strict stops the run, it does not undo outputs
+
+
+def test_the_results_document_is_written_from_the_runs_reports(smoke_run, tmp_path):
+    """`learned-attribution results` on the smoke run's reports: one headline row per fold with the numbers of
+    crosstask_metrics.csv, the cost and timing sections, the fold charts copied beside the document."""
+    from learned_attribution.console import main
+
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- results:headline -->\n<!-- /results:headline -->\n")
+    assert main(["results", "--reports", str(SMOKE / "08_reporting"), "--output", str(tmp_path / "results.md"),
+                 "--readme", str(readme)]) == 0
+    document = (tmp_path / "results.md").read_text()
+    metrics = pd.read_csv(SMOKE / "08_reporting" / "crosstask_metrics.csv")
+    for fold in FOLDS:
+        plus = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus") & (metrics["rule"] == "matched")
+                       & (metrics["subset"] == "all")].iloc[0]
+        row = f"| {fold.removeprefix('heldout_')} (n = {int(plus['n_examples'])}) | **{plus['auroc']:.3f} "
+        assert row in document and row in readme.read_text()
+        assert (tmp_path / "images" / f"cost_{fold.removeprefix('heldout_')}.png").is_file()
+    assert "## Where the time went" in document and "## Cost against plausibility" in document

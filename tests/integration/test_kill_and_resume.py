@@ -1,6 +1,6 @@
 """A smoke run killed (SIGKILL, no clean-up) while writing features, while saving a model and while scoring,
 then resumed with `--only-missing-outputs`: nothing half-written is trusted, the tables equal a clean run's,
-and the killed process's MLflow runs end KILLED at the next start.
+and the killed process's MLflow runs are continued (FINISHED) by the resume.
 
 Each kill runs in a subprocess whose one change is a patched write or scoring function that kills the
 process at that point; the resume is a plain Kedro session with `only_missing_outputs=True`.
@@ -110,11 +110,21 @@ def test_killed_while_scoring(clean, smoke_tracking_uri, smoke_runner, tmp_path)
     fold_metrics.unlink()
     kill_at("scoring", "crosstask", smoke_tracking_uri, tmp_path)
     assert not fold_metrics.exists()
+    client = MlflowClient(smoke_tracking_uri)
+    experiment = client.get_experiment_by_name("crosstask-smoke")
+    killed = client.search_runs([experiment.experiment_id], "attributes.run_name = 'heldout_sst2'",
+                                order_by=["attributes.start_time DESC"], max_results=1)[0]
+    assert killed.info.status == "RUNNING"  # left so by the dead process
     smoke_runner("crosstask", smoke_tracking_uri, only_missing_outputs=True)
     pd.testing.assert_frame_equal(pd.read_csv(SMOKE_DATA / "08_reporting" / "crosstask_metrics.csv"),
                                   clean["metrics"])
-    # The killed runs were left RUNNING by the dead process; the resume's start marked them KILLED.
-    client = MlflowClient(smoke_tracking_uri)
-    experiment = client.get_experiment_by_name("crosstask-smoke")
+    # The resume's start marked the dead process's runs KILLED and continued them (hooks.py): the fold's run is
+    # the killed one, now FINISHED with the metrics of the resumed scoring, and no run is left RUNNING.
+    resumed = client.get_run(killed.info.run_id)
+    assert resumed.info.status == "FINISHED" and resumed.data.tags["learned_attribution.resumed_count"] == "1"
+    assert any(key.endswith("/auroc") for key in resumed.data.metrics)
+    latest = client.search_runs([experiment.experiment_id], "attributes.run_name = 'heldout_sst2'",
+                                order_by=["attributes.start_time DESC"], max_results=1)[0]
+    assert latest.info.run_id == killed.info.run_id  # the resume added no fold run
     statuses = {r.info.status for r in client.search_runs([experiment.experiment_id])}
-    assert "RUNNING" not in statuses and "KILLED" in statuses
+    assert "RUNNING" not in statuses

@@ -1,13 +1,7 @@
-"""Each smoke fold's registered MLflow model: the loaded pyfunc gives the Python API's scores, and a real
-`mlflow models serve` subprocess answers POST /invocations with them."""
-import json
-import os
-import signal
-import socket
-import subprocess
+"""Each smoke fold's registered MLflow model: saved from code (no pickle), the loaded pyfunc gives the Python API's
+scores, and a real `mlflow models serve` subprocess answers POST /invocations with them, also under concurrent
+load (loopback only, bounded, stopped by process group), and answers bad input in one line."""
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import mlflow
@@ -20,7 +14,10 @@ from learned_attribution.explain import FoldExplainer
 
 pytestmark = pytest.mark.integration
 
-SMOKE_MODELS = Path(__file__).resolve().parents[2] / "data" / "smoke" / "06_models"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SMOKE_MODELS = PROJECT_ROOT / "data" / "smoke" / "06_models"
+sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+import serving_load  # noqa: E402  (the load benchmark's server and client)
 TEXTS = ["A gutsy and exhilarating movie .", "this is a stupid , boring film"]
 
 
@@ -51,7 +48,10 @@ def test_the_registered_pyfunc_gives_the_api_scores(smoke_crosstask_run, smoke_t
     monkeypatch.setenv("MLFLOW_TRACKING_URI", smoke_tracking_uri)
     client = MlflowClient(smoke_tracking_uri)
     name = f"crosstask-smoke-{fold}"
-    model = mlflow.pyfunc.load_model(f"models:/{name}/{latest_version(client, name)}")
+    uri = f"models:/{name}/{latest_version(client, name)}"
+    files = list(Path(mlflow.artifacts.download_artifacts(uri)).rglob("*"))
+    assert (files and not [f for f in files if f.suffix == ".pkl"]), files
+    model = mlflow.pyfunc.load_model(uri)
     signature = model.metadata.signature
     assert signature.inputs.input_names() == ["text"] and [p.name for p in signature.params.params] == ["methods"]
     assert model.metadata.get_input_schema() is not None
@@ -60,47 +60,39 @@ def test_the_registered_pyfunc_gives_the_api_scores(smoke_crosstask_run, smoke_t
     assert_same(chosen, api_records(fold, ["expnet_paper", "raw_attention"]))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_mlflow_models_serve_answers_a_real_request(smoke_crosstask_run, smoke_tracking_uri, tmp_path):
+@pytest.fixture(scope="module")
+def served_sst2(smoke_crosstask_run, smoke_tracking_uri, tmp_path_factory):
+    """A real `mlflow models serve` of the smoke heldout_sst2 model on a loopback port (stopped by its process
+    group after the module's tests)."""
     client = MlflowClient(smoke_tracking_uri)
     name = "crosstask-smoke-heldout_sst2"
-    port = free_port()
-    mlflow_cli = Path(sys.executable).with_name("mlflow")
-    # `mlflow models serve` starts uvicorn from PATH: the virtual environment's bin must be on it.
-    env = {**os.environ, "MLFLOW_TRACKING_URI": smoke_tracking_uri, "LEARNED_ATTRIBUTION_DEVICE": "cpu",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    log = open(tmp_path / "serve.log", "w")
-    server = subprocess.Popen([str(mlflow_cli), "models", "serve", "-m", f"models:/{name}/{latest_version(client, name)}",
-                               "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                              env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None, f"server exited: {(tmp_path / 'serve.log').read_text()[-3000:]}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"no answer in 180 s: {(tmp_path / 'serve.log').read_text()[-3000:]}"
-            time.sleep(1)
-        body = json.dumps({"dataframe_split": {"columns": ["text"], "data": [[t] for t in TEXTS]}}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=body,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            served = json.loads(reply.read())["predictions"]
-        assert_same(served, api_records("heldout_sst2"))
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with serving_load.start_server(f"models:/{name}/{latest_version(client, name)}", smoke_tracking_uri, log) as url:
+        yield url
+
+
+def test_mlflow_models_serve_answers_a_real_request(served_sst2):
+    answer = serving_load.post(served_sst2, TEXTS)
+    assert answer.status == 200, answer.body
+    assert_same(answer.body["predictions"], api_records("heldout_sst2"))
+
+
+def test_the_served_model_holds_under_concurrent_load(served_sst2):
+    """4 clients x 8 requests of 4 texts at once (issue 11: 196-199 of 200 answers were HTTP 400 before the
+    explainer's lock): every answer 200 and equal to the sequential answer of the same request."""
+    methods = "expnet_plus,expnet_paper,saliency,gae,attention_x_gradient"
+    requests = serving_load.request_texts(serving_load.sst2_sentences(64), 8, 4)
+    expected = serving_load.sequential_answers(served_sst2, requests, methods)
+    result = serving_load.run_load(served_sst2, requests, clients=4, expected=expected, methods=methods,
+                                   deadline_s=240, timeout_s=60)
+    assert result["requests"] == 32 and result["errors"] == 0, result
+    assert result["statuses"] == "200"
+
+
+def test_served_bad_input_is_one_line_with_the_projects_message(served_sst2):
+    answer = serving_load.post(served_sst2, TEXTS, methods="shap")
+    assert answer.status == 400
+    assert answer.body["message"].startswith("unknown method 'shap'; available: ['expnet_plus', 'expnet_paper'")
+    assert "\n" not in answer.body["message"] and "stack_trace" not in answer.body
+    empty = serving_load.post(served_sst2, ["fine", "  "])
+    assert empty.status == 400 and empty.body["message"] == "text 1 is empty or whitespace only"

@@ -27,6 +27,15 @@ def default_artifact_location(tracking_uri: str, experiment: str) -> str | None:
     return (Path(database).resolve().parent / "mlartifacts" / experiment).as_uri()
 
 
+def refuse_own_tracking_uri(afn: Mapping | None) -> None:
+    """`afn.mlflow.tracking_uri` was the afn pipeline's own store; every pipeline now logs to `mlflow.tracking_uri`.
+    A value left in a conf file is refused in one line rather than silently ignored."""
+    leftover = (((afn or {}).get("mlflow")) or {}).get("tracking_uri")
+    if leftover is not None:
+        raise ValueError(f"parameter afn.mlflow.tracking_uri={leftover} is not read: every pipeline logs to "
+                         "mlflow.tracking_uri (conf/base/parameters.yml); move the value there and delete this key")
+
+
 def flatten(mapping: Mapping, prefix: str = "") -> dict[str, object]:
     """{"a": {"b": 1}} -> {"a.b": 1}."""
     flat: dict[str, object] = {}

@@ -50,6 +50,9 @@ class Explainer:
     # Signed scores (evidence for and against the class: IG, occlusion, LIME, KernelSHAP, ...) are shown on a
     # diverging colour scale and summed over a word's subwords; unsigned ones take the word's maximum.
     signed: ClassVar[bool] = False
+    # `explain` accepts `batch.target = None`: it then explains the class its own forward pass predicts and returns
+    # that pass's logits (`Attribution.logits`), so a caller classifying new text needs no pass of its own.
+    classifies: ClassVar[bool] = False
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         raise NotImplementedError

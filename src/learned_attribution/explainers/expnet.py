@@ -24,6 +24,7 @@ class ExpNetExplainer(Explainer):
     (2H inputs: [CLS] -> token and token -> [CLS] per head of one layer)."""
 
     family = "learned"
+    classifies = True  # attention-only: the same for any target
 
     def __init__(self, training: ExpNetTraining, layer: int = -1):
         self.training = training
@@ -45,6 +46,7 @@ class ExpNetPlusExplainer(Explainer):
     (the `saliency` set: through all layers)."""
 
     family = "learned"
+    classifies = True
 
     def __init__(self, model: ExpNetPlus, layer: int = -1, vocabulary: TokenVocabulary | None = None):
         self.model = model

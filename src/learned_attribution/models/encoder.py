@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Sequence
 
 PACKAGED_ENCODER = "packaged:all-MiniLM-L6-v2"
 PARAMETER = "encoder.name_or_path"
@@ -50,11 +51,13 @@ def load_tokenizer(name_or_path: str):
     return _load(AutoTokenizer.from_pretrained, name_or_path, use_fast=True)
 
 
-def load_sequence_classifier(name_or_path: str, num_labels: int):
-    """A sequence classifier on top of the encoder, with eager attention so attentions are returned."""
+def load_sequence_classifier(name_or_path: str, class_names: Sequence[str]):
+    """A sequence classifier on top of the encoder, one output per class (named in its config's `id2label`), with
+    eager attention so attentions are returned."""
     from transformers import AutoModelForSequenceClassification
 
-    return _load(AutoModelForSequenceClassification.from_pretrained, name_or_path, num_labels=num_labels,
+    return _load(AutoModelForSequenceClassification.from_pretrained, name_or_path, num_labels=len(class_names),
+                 id2label=dict(enumerate(class_names)), label2id={name: i for i, name in enumerate(class_names)},
                  attn_implementation="eager")
 
 

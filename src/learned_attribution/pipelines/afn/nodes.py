@@ -23,7 +23,7 @@ from learned_attribution.afn.shift import PairShift, pair_shift
 from learned_attribution.afn.strength import (EmptyTextError, TextTooLongError, TokenizedText, iter_hidden_states,
                                               resolve_afn_layer, token_strengths, tokenize_words,
                                               torch_threads)
-from learned_attribution.afn.tracking import log_afn_run
+from learned_attribution.afn.tracking import log_afn_run, refuse_own_tracking_uri
 from learned_attribution.afn.words import split_words, word_class
 from learned_attribution.data.schema import RawText
 from learned_attribution.models.encoder import load_encoder, load_tokenizer
@@ -302,11 +302,18 @@ def write_report(head: dict[str, Any], layers: pd.DataFrame, skipped: pd.DataFra
 
 
 def log_to_mlflow(report: str, head: dict[str, Any], layers: pd.DataFrame, figures: dict[str, Figure],
-                  afn: dict[str, Any], encoder: dict[str, Any], max_length: int, seed: int) -> dict[str, str]:
-    """One MLflow run with the parameters, headline metrics (per-layer metrics as steps), the report and
-    the plots. Returns where the run is."""
+                  afn: dict[str, Any], mlflow: dict[str, Any], encoder: dict[str, Any], max_length: int,
+                  seed: int) -> dict[str, str]:
+    """One MLflow run in experiment `afn.mlflow.experiment` of the store `mlflow.tracking_uri` (the one every
+    pipeline logs to; `MLFLOW_TRACKING_URI` wins) with the parameters, headline metrics (per-layer metrics as
+    steps), the report and the plots. Returns where the run is. The store was checked before the first node
+    (hooks.py); `log_afn_run` checks it again for a direct call."""
+    from learned_attribution import tracking
+
     settings = _setting(afn, "mlflow", "afn")
-    uri, experiment = _setting(settings, "tracking_uri", "afn.mlflow"), _setting(settings, "experiment", "afn.mlflow")
+    refuse_own_tracking_uri(afn)
+    uri = tracking.resolve_tracking_uri((mlflow or {}).get("tracking_uri"))
+    experiment = _setting(settings, "experiment", "afn.mlflow")
     params = {"encoder": encoder, "max_length": max_length, "seed": seed,
               "afn": {k: v for k, v in afn.items() if k != "mlflow"}}
     metrics = {k: v for k, v in head.items() if k != "encoder"}

@@ -29,6 +29,6 @@ def create_pipeline(**kwargs) -> Pipeline:
         node(write_report, ["afn_headline", "afn_layer_comparison", "afn_skipped", "params:afn", "params:max_length",
                             "params:seed"], "afn_report", name="afn_write_report"),
         node(log_to_mlflow, ["afn_report", "afn_headline", "afn_layer_comparison", "afn_figures", "params:afn",
-                             "params:encoder", "params:max_length", "params:seed"], "afn_mlflow_run",
+                             "params:mlflow", "params:encoder", "params:max_length", "params:seed"], "afn_mlflow_run",
              name="afn_log_to_mlflow"),
     ])

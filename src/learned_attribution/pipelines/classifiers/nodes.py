@@ -13,6 +13,7 @@ from learned_attribution.models.classifier import TrainingConfig, classification
 from learned_attribution.models.runner import Compute, predict_proba
 from learned_attribution.models.encoder import load_encoder, load_sequence_classifier, load_tokenizer
 from learned_attribution.models.features import extract_attention_features, extract_token_rows, frame_token_ids
+from learned_attribution.tasks import class_names
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], params: d
         raise ValueError(f"{task}: classifier labels must be 0..C-1, found {labels}")
     seed_everything(seed)
     tokenizer = load_tokenizer(encoder["name_or_path"])
-    model = load_sequence_classifier(encoder["name_or_path"], num_labels=len(labels))
+    model = load_sequence_classifier(encoder["name_or_path"], class_names(task, len(labels)))
     if prepare_model is not None:
         model = prepare_model(model)
     model = place.place(model)

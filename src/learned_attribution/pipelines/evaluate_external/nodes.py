@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from learned_attribution.atomic import probe_writable
 from learned_attribution.data.projection import project_to_subwords
 from learned_attribution.data.schema import EXAMPLE_COLUMNS
 from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.evaluation import METRIC_COLUMNS
+from learned_attribution.evaluation import METRIC_COLUMNS, gold_labels, rationale_test_examples
 from learned_attribution.models.runner import Compute, predict_proba
 from learned_attribution.models.expnet import ExpNetTraining
 from learned_attribution.tasks import FOLD_PREFIX, TASKS
@@ -49,6 +50,28 @@ def external_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
                          f'with kedro run --pipeline evaluate_external --params "evaluate_external.file=...,'
                          f'evaluate_external.classifier_task=...,evaluate_external.expnet_fold=..."')
     return {**OPTIONAL_SETTINGS, **settings}
+
+
+def check_external_outputs(settings: dict[str, Any] | None, output_folders: list[str] | None,
+                           mlflow_settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The pipeline's first node: `external_settings(settings)` once every output can be written. Each folder of
+    parameter `external_outputs` (the metrics partitions' and the node timings', under the environment's data root)
+    is made if missing and probed with a small file, and the MLflow store is checked, so that a read-only or full
+    data/ or an unusable store stops the run here, not at the last save after all the work."""
+    settings = external_settings(settings)
+    for folder in output_folders or []:
+        folder = Path(folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe_writable(folder)
+        except OSError as error:
+            raise OSError(f"parameter external_outputs: cannot write in {folder} ({error.strerror or error}): "
+                          "evaluate_external would fail at its last save; free space or fix the permissions") \
+                from error
+    from learned_attribution import tracking
+
+    tracking.check_store(tracking.resolve_tracking_uri((mlflow_settings or {}).get("tracking_uri")))
+    return settings
 
 
 class ExternalRationaleError(ValueError):
@@ -176,6 +199,13 @@ def read_external_rationales(settings: dict[str, Any]) -> pd.DataFrame:
         examples = load_datasets_rationales(path)
     n_empty = int(examples["word_rationale"].map(lambda r: sum(r) == 0).sum())
     logger.info("%s: %d examples, %d of them with no rationale word", path, len(examples), n_empty)
+    if n_empty == len(examples):  # checked here: every later node would work on nothing
+        raise ExternalRationaleError(f"{path}: none of the {len(examples)} examples marks a rationale word (every "
+                                     "'rationale' is all 0): nothing to score, plausibility needs at least one "
+                                     "marked word per example (SPEC §1)")
+    if n_empty:
+        logger.warning("%s: %d of %d examples have no rationale word: skipped (not scored, SPEC §1)", path, n_empty,
+                       len(examples))
     return examples
 
 
@@ -223,10 +253,11 @@ def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
 
 
 def predict_external(examples: pd.DataFrame, classifier: TrainedClassifier, max_length: int,
-                     settings: dict[str, Any], compute: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Project word rationales to subwords (classifier's tokenizer, `max_length`) and predict every example on
-    the `compute` device: adds input_ids, word_ids, token_labels, truncated, predicted, probability (of the
-    predicted class), correct."""
+                     settings: dict[str, Any], compute: dict[str, Any] | None = None, seed: int = 0) -> pd.DataFrame:
+    """Project word rationales to subwords (classifier's tokenizer, `max_length`), keep the examples that will be
+    scored (a rationale token left after truncation; the seeded `max_examples` cap, the very sample the later
+    nodes draw with the same `seed`) and predict only those on the `compute` device: adds input_ids, word_ids,
+    token_labels, truncated, predicted, probability (of the predicted class), correct."""
     settings = external_settings(settings)
     place = Compute.from_params(compute)
     place.place(classifier.model)
@@ -236,20 +267,38 @@ def predict_external(examples: pd.DataFrame, classifier: TrainedClassifier, max_
         raise ExternalRationaleError(f"{settings['file']}: example {too_high['example_id'].iloc[0]!r} has label "
                                      f"{too_high['label'].iloc[0]} but the {settings['classifier_task']} classifier "
                                      f"has {n_classes} classes")
+    file = settings["file"]
     projected = project_to_subwords(examples, classifier.tokenizer, max_length)
-    probabilities = predict_proba(classifier.model, list(projected["input_ids"]), settings["batch_size"],
-                                  classifier.tokenizer.pad_token_id, place.bf16)
-    projected["predicted"] = probabilities.argmax(1)
-    projected["probability"] = probabilities.max(1)
-    projected["correct"] = projected["predicted"] == projected["label"]
     # Counted after truncation: a rationale whose marked words were all cut off is empty for the metrics too.
     no_rationale = projected["token_labels"].map(lambda labels: int((np.asarray(labels) == 1).sum()) == 0)
+    n_truncated = int(projected["truncated"].sum())
+    if no_rationale.all():
+        raise ExternalRationaleError(f"{file}: none of the {len(projected)} examples keeps a rationale token within "
+                                     f"max_length={max_length} subwords ({n_truncated} truncated): nothing to score")
     logger.info("%s: %d of %d examples have no rationale token after projection to max_length=%d subwords "
-                "(%d truncated): left out of the metrics (SPEC §1)", settings["file"], int(no_rationale.sum()),
-                len(projected), max_length, int(projected["truncated"].sum()))
-    logger.info("%s classifier: %d of %d external examples predicted correctly", settings["classifier_task"],
-                int(projected["correct"].sum()), len(projected))
-    return projected
+                "(%d truncated): skipped, left out of the metrics (SPEC §1)", file, int(no_rationale.sum()),
+                len(projected), max_length, n_truncated)
+    # The cap before prediction, so that max_examples bounds the work; rationale_test_examples draws the same
+    # seeded sample the explain and score nodes draw (they find no more than max_examples left and keep them all).
+    scored = rationale_test_examples(projected, EXTERNAL_ROLE, settings["max_examples"], seed)
+    if len(scored) < int((~no_rationale).sum()):
+        logger.info("%s: max_examples=%s: a seeded sample of %d of the %d examples with a rationale is scored", file,
+                    settings["max_examples"], len(scored), int((~no_rationale).sum()))
+    all_tokens = scored["token_labels"].map(lambda labels: bool((gold_labels(labels) == 1).all()))
+    if all_tokens.any():
+        logger.warning("%s: %d of %d scored examples mark every token as rationale: their per-example AUROC and "
+                       "AUPRC are undefined (no token outside the rationale to rank below it), left out of auroc and "
+                       "auprc and counted in n_auroc_undefined%s", file, int(all_tokens.sum()), len(scored),
+                       "; with every example so, auroc and auprc are NaN and only F1, precision and recall are "
+                       "defined" if all_tokens.all() else "")
+    probabilities = predict_proba(classifier.model, list(scored["input_ids"]), settings["batch_size"],
+                                  classifier.tokenizer.pad_token_id, place.bf16, desc=f"predict {Path(file).name}")
+    scored["predicted"] = probabilities.argmax(1)
+    scored["probability"] = probabilities.max(1)
+    scored["correct"] = scored["predicted"] == scored["label"]
+    logger.info("%s classifier: %d of %d scored external examples predicted correctly", settings["classifier_task"],
+                int(scored["correct"].sum()), len(scored))
+    return scored
 
 
 def _crosstask_settings(crosstask: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
@@ -306,12 +355,22 @@ def metrics_partition(metrics: pd.DataFrame, settings: dict[str, Any]) -> dict[s
 
 def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures: pd.DataFrame,
                      cost: pd.DataFrame, budget: dict[str, float], settings: dict[str, Any], crosstask: dict[str, Any],
-                     mlflow_settings: dict[str, Any], max_length: int) -> None:
+                     mlflow_settings: dict[str, Any], max_length: int, examples: pd.DataFrame,
+                     saved_metrics: dict[str, Any]) -> None:
     """One MLflow run in experiment `settings['mlflow_experiment']` (explicit client, tracking URI from
-    `mlflow.tracking_uri`): parameters, every metric (`method/rule/subset/metric`), the metrics CSV, the
-    bar chart and the explainers' failures and cost as artifacts. A failure while logging marks the run
-    FAILED and re-raises."""
+    `mlflow.tracking_uri`): parameters, every metric (`method/rule/subset/metric`), example counts, the metrics
+    CSV, the bar chart and the explainers' failures and cost as artifacts. A failure while logging marks the run
+    FAILED and re-raises.
+
+    The pipeline's last node: `saved_metrics` is the catalog's `evaluate_external.metrics` read back (partition
+    name -> loader), so Kedro runs this only after the metrics CSV is saved, and a run marked FINISHED always has
+    its output on disk; the partition of this evaluation must be there."""
     settings = external_settings(settings)
+    partition = metrics_partition_name(settings)
+    if partition not in (saved_metrics or {}):
+        raise RuntimeError(f"{partition}.csv was not saved under 08_reporting/external (saved: "
+                           f"{sorted(saved_metrics or {})[:5]}): no MLflow run is logged for an evaluation without "
+                           "its output")
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
@@ -336,7 +395,7 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
     if Path(file).is_file():  # the rationale file with its SHA-256 (a datasets folder is named by the param)
         client.log_inputs(run_id, tracking.raw_file_inputs({"external_rationales": file}))
     try:
-        with_rationale = predictions["token_labels"].map(lambda labels: int((np.asarray(labels) == 1).sum()) > 0)
+        all_tokens = predictions["token_labels"].map(lambda labels: bool((gold_labels(labels) == 1).all()))
         params = {"file": file, "file_resolved": str(Path(file).resolve()), "classifier_task": task,
                   "expnet_fold": fold, "fold_held_out_task": fold_held_out_task(fold),
                   "classifier_is_folds_held_out": task == fold_held_out_task(fold), "max_length": max_length,
@@ -345,11 +404,14 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
                                                                     "layer", "bootstrap") if k in crosstask}})}
         numbers = {**fold_metric_entries(metrics),
                    **{f"budget/{k}": float(v) for k, v in budget.items() if isinstance(v, int | float)},
-                   "examples/in_file": float(len(predictions)),
-                   "examples/with_rationale_tokens": float(with_rationale.sum()),
+                   "examples/in_file": float(len(examples)),
+                   "examples/with_rationale_words": float(examples["word_rationale"].map(sum).gt(0).sum()),
+                   # predicted, explained and scored: a rationale token after truncation, within max_examples
+                   "examples/scored": float(len(predictions)),
                    "examples/truncated": float(predictions["truncated"].sum()),
+                   "examples/all_tokens_rationale": float(all_tokens.sum()),  # AUROC undefined on them
                    "examples/explain_failures": float(len(failures)),
-                   "classifier/accuracy_in_file": float(predictions["correct"].mean())}
+                   "classifier/accuracy_scored": float(predictions["correct"].mean())}
         stamp = int(time.time() * 1000)
         param_list = [Param(k, str(v)[:6000]) for k, v in params.items()]
         metric_list = [Metric(k, v, stamp, 0) for k, v in numbers.items()]

@@ -1,0 +1,342 @@
+"""The results record, written from a run's own reports: `docs/results.md` and README's headline table.
+
+    learned-attribution results                        # data/08_reporting -> docs/results.md + README's table
+    learned-attribution results --reports data/smoke/08_reporting --output /tmp/results.md --readme none
+
+Every number comes from a file the pipeline or a benchmark wrote under the reports folder
+(`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
+`crosstask/explain_cost_<task>.csv`, `node_timings.csv`, `afn_report.md`, `benchmarks/*.csv`); a report that is
+missing leaves its section out and the document says which. Nothing is typed in by hand, so the document is
+right for the machine and run it was generated from and is simply regenerated on another. Marked blocks
+(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in
+place with the same tables.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from learned_attribution.atomic import write_text_atomically
+from learned_attribution.evaluation import cost_plausibility, matched_baselines
+from learned_attribution.reporting import PAPER_REFERENCE, markdown_table
+from learned_attribution.tasks import FOLD_PREFIX, TASKS
+
+LEARNED_NAMES = {"expnet_plus": "ExpNet+", "expnet_paper": "paper's ExpNet"}
+
+
+class ResultsError(ValueError):
+    """The reports folder cannot give the document (named file missing or unreadable)."""
+
+
+def _interval(row: pd.Series, metric: str) -> str:
+    return f"{row[metric]:.3f} [{row[metric + '_low']:.3f}, {row[metric + '_high']:.3f}]"
+
+
+@dataclass(frozen=True)
+class FoldHeadline:
+    """One fold's headline numbers (matched rule, all rationale test examples)."""
+
+    fold: str
+    n_examples: int
+    variant: str
+    expnet_plus: pd.Series
+    paper: pd.Series
+    best_by_auroc: pd.Series
+    best_by_f1: pd.Series
+    all_tokens_f1: float
+    random_auroc: float
+
+
+def fold_headlines(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> list[FoldHeadline]:
+    """Per fold: ExpNet+, the paper's ExpNet and the best baselines (by AUROC, by matched F1, among the methods run
+    on every example), with the floors."""
+    out = []
+    for fold, rows in metrics.groupby("fold", sort=False):
+        matched = rows[(rows["subset"] == "all") & (rows["rule"] == "matched")].set_index("method")
+        floors = rows[(rows["subset"] == "all") & (rows["family"] == "floor")].set_index("method")
+        baselines = matched_baselines(rows)
+        if not {"expnet_plus", "expnet_paper"} <= set(matched.index) or not len(baselines):
+            continue
+        variant = "?"
+        if ablation is not None and len(ablation):
+            chosen = ablation[(ablation["fold"] == fold) & (ablation["selected"] == True)]  # noqa: E712 (column of bools)
+            variant = str(chosen["variant"].iloc[0]) if len(chosen) else "?"
+        out.append(FoldHeadline(
+            fold=str(fold), n_examples=int(matched.at["expnet_plus", "n_examples"]), variant=variant,
+            expnet_plus=matched.loc["expnet_plus"], paper=matched.loc["expnet_paper"],
+            best_by_auroc=baselines.sort_values("auroc", ascending=False).iloc[0],
+            best_by_f1=baselines.sort_values("f1", ascending=False).iloc[0],
+            all_tokens_f1=float(floors.at["all_tokens", "f1"]) if "all_tokens" in floors.index else float("nan"),
+            random_auroc=float(floors.at["random", "auroc"]) if "random" in floors.index else float("nan")))
+    return out
+
+
+def headline_table(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> str:
+    """Markdown: per fold ExpNet+, the paper's ExpNet and the best baseline, AUROC and matched F1 with 95% intervals,
+    the floors, and whether ExpNet+ is above the best baseline (and with intervals apart)."""
+    lines = ["| held-out task | ExpNet+ AUROC | paper's ExpNet AUROC | best baseline AUROC | ExpNet+ F1 | "
+             "paper's ExpNet F1 | best baseline F1 | floors: random AUROC, all-tokens F1 | ExpNet+ vs best baseline |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for h in fold_headlines(metrics, ablation):
+        plus, auroc_best, f1_best = h.expnet_plus, h.best_by_auroc, h.best_by_f1
+        verdicts = []
+        for metric, best in (("auroc", auroc_best), ("f1", f1_best)):
+            name = "AUROC" if metric == "auroc" else "F1"
+            if plus[f"{metric}_low"] > best[f"{metric}_high"]:
+                verdicts.append(f"{name} above, intervals apart")
+            elif plus[f"{metric}_high"] < best[f"{metric}_low"]:
+                verdicts.append(f"{name} below, intervals apart")
+            else:
+                verdicts.append(f"{name} {'above' if plus[metric] > best[metric] else 'below'} (intervals overlap)")
+        lines.append(
+            f"| {h.fold[len(FOLD_PREFIX):]} (n = {h.n_examples}) | **{_interval(plus, 'auroc')}** ({h.variant}) | "
+            f"{_interval(h.paper, 'auroc')} | {auroc_best['method']} {_interval(auroc_best, 'auroc')} | "
+            f"**{_interval(plus, 'f1')}** | {_interval(h.paper, 'f1')} | {f1_best['method']} {_interval(f1_best, 'f1')} | "
+            f"{h.random_auroc:.3f}, {h.all_tokens_f1:.3f} | {'; '.join(verdicts)} |")
+    return "\n".join(lines)
+
+
+def paper_comparison_table(metrics: pd.DataFrame) -> str:
+    """Markdown: the paper's matched F1 (bert-base) beside this run's, per held-out task."""
+    lines = ["| held-out task | paper: ExpNet F1 | paper: best baseline F1 | here: paper's ExpNet F1 | "
+             "here: best baseline F1 | the paper's claim (ExpNet above every baseline) here |", "|---|---|---|---|---|---|"]
+    for h in fold_headlines(metrics, None):
+        task = h.fold[len(FOLD_PREFIX):]
+        reference = PAPER_REFERENCE.get(task, {})
+        holds = h.paper["f1"] > h.best_by_f1["f1"]
+        lines.append(f"| {task} | {reference.get('expnet_f1', float('nan')):.3f} | {reference.get('best_baseline', '?')} "
+                     f"{reference.get('best_baseline_f1', float('nan')):.3f} | {h.paper['f1']:.3f} | "
+                     f"{h.best_by_f1['method']} {h.best_by_f1['f1']:.3f} | {'holds' if holds else 'does not hold'} |")
+    return "\n".join(lines)
+
+
+def by_prediction_table(metrics: pd.DataFrame) -> str:
+    """Markdown: matched AUROC of ExpNet+, the paper's ExpNet and the best baseline on correctly and incorrectly
+    predicted examples (on the latter every method explains the wrong class)."""
+    lines = ["| held-out task | subset | n | ExpNet+ | paper's ExpNet | best baseline |", "|---|---|---|---|---|---|"]
+    for h in fold_headlines(metrics, None):
+        rows = metrics[(metrics["fold"] == h.fold) & (metrics["rule"] == "matched")].set_index(["subset", "method"])
+        baseline = h.best_by_auroc["method"]
+        for subset in ("correct", "incorrect"):
+            if (subset, "expnet_plus") not in rows.index:
+                continue
+            cells = [_interval(rows.loc[(subset, m)], "auroc") if (subset, m) in rows.index else ""
+                     for m in ("expnet_plus", "expnet_paper", baseline)]
+            lines.append(f"| {h.fold[len(FOLD_PREFIX):]} | {subset}ly predicted | "
+                         f"{int(rows.at[(subset, 'expnet_plus'), 'n_examples'])} | {cells[0]} | {cells[1]} | "
+                         f"{baseline} {cells[2]} |")
+    return "\n".join(lines)
+
+
+def classifier_table(classifier_metrics: pd.DataFrame) -> str:
+    shown = classifier_metrics[classifier_metrics["eval_set"].isin(["test", "rationale_test"])]
+    columns = [c for c in ("task", "eval_set", "n", "accuracy", "macro_f1", "mcc") if c in shown.columns]
+    return markdown_table(shown[columns].reset_index(drop=True))
+
+
+def cost_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
+    """Markdown: per fold, the Pareto frontier of throughput (ratio to a forward pass) against AUROC among the
+    methods run on every example, ExpNet+'s point, and the baselines both cheaper and more plausible."""
+    lines = ["| held-out task | on the frontier (cheapest first: ratio to a forward pass, AUROC) | ExpNet+ | "
+             "baselines both cheaper and more plausible than ExpNet+ |", "|---|---|---|---|"]
+    for fold, rows in metrics.groupby("fold", sort=False):
+        task = str(fold)[len(FOLD_PREFIX):]
+        if task not in costs:
+            continue
+        points = cost_plausibility(rows, costs[task])
+        points = points[points["subset"] == "all"]
+        if "expnet_plus" not in set(points["method"]):
+            continue
+        plus = points[points["method"] == "expnet_plus"].iloc[0]
+        frontier = points[points["pareto"]].sort_values("ratio_to_forward", ascending=False)
+        better = points[(points["family"] != "learned") & (points["ratio_to_forward"] > plus["ratio_to_forward"])
+                        & (points["auroc"] > plus["auroc"])]
+
+        def named(frame: pd.DataFrame) -> str:
+            return ", ".join(f"{r.method} ({r.ratio_to_forward:.2f}x, {r.auroc:.3f})"
+                             for r in frame.itertuples()) or "none"
+
+        lines.append(f"| {task} | {named(frontier)} | {plus['ratio_to_forward']:.2f}x, {plus['auroc']:.3f} | "
+                     f"{named(better)} |")
+    return "\n".join(lines)
+
+
+def stage_table(timings: pd.DataFrame) -> str:
+    """Markdown: wall seconds per stage of the last `kedro run` that wrote node_timings.csv (nodes' own time,
+    outputs saved included), and the total."""
+    stages = timings.groupby("stage", sort=False)["seconds"].sum()
+    rows = [{"stage": stage, "minutes": seconds / 60} for stage, seconds in stages.items()]
+    rows.append({"stage": "**total (sum of node times)**", "minutes": stages.sum() / 60})
+    return markdown_table(pd.DataFrame(rows), digits=1)
+
+
+def throughput_table(throughput: pd.DataFrame) -> str:
+    """Markdown of benchmarks/attribution_throughput.csv: every method's examples/s and ratio to a forward pass."""
+    columns = [c for c in ("method", "family", "batch_size", "examples_per_s", "ratio_to_forward",
+                           "examples_per_s_batch1", "ratio_to_forward_batch1", "api_one_text_s", "captum_one_text_s",
+                           "model_calls_per_example") if c in throughput.columns]
+    shown = throughput[columns].sort_values("ratio_to_forward", ascending=False)
+    return markdown_table(shown.reset_index(drop=True), digits=3)
+
+
+def serving_table(load: pd.DataFrame) -> str:
+    columns = [c for c in ("clients", "texts_per_request", "requests", "errors", "p50_s", "p95_s", "texts_per_s")
+               if c in load.columns]
+    return markdown_table(load[columns].reset_index(drop=True), digits=3)
+
+
+def _read(path: Path, reader: Callable[[Path], object], missing: list[str]):
+    if not path.is_file():
+        missing.append(path.name)
+        return None
+    try:
+        return reader(path)
+    except (OSError, ValueError) as error:
+        raise ResultsError(f"{path}: cannot be read ({error})") from error
+
+
+def _file_time(path: Path) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+
+
+@dataclass
+class Reports:
+    """The reports of one run, read from its reports folder (data/08_reporting)."""
+
+    folder: Path
+    metrics: pd.DataFrame
+    classifier_metrics: pd.DataFrame | None
+    ablation: pd.DataFrame | None
+    ablation_page: str | None
+    summary: str | None
+    timings: pd.DataFrame | None
+    costs: dict[str, pd.DataFrame]
+    afn: str | None
+    throughput: pd.DataFrame | None
+    serving: pd.DataFrame | None
+    missing: list[str]
+
+    @classmethod
+    def read(cls, folder: str | Path) -> "Reports":
+        folder = Path(folder)
+        metrics_path = folder / "crosstask_metrics.csv"
+        if not metrics_path.is_file():
+            raise ResultsError(f"{metrics_path} does not exist: run `kedro run --pipeline crosstask` first "
+                               "(or give the reports folder of a run with --reports)")
+        missing: list[str] = []
+        csv, text = pd.read_csv, Path.read_text
+        costs = {}
+        for task in TASKS:
+            cost = _read(folder / "crosstask" / f"explain_cost_{task}.csv", csv, missing)
+            if cost is not None:
+                costs[task] = cost
+        return cls(folder=folder, metrics=pd.read_csv(metrics_path),
+                   classifier_metrics=_read(folder / "classifier_metrics.csv", csv, missing),
+                   ablation=_read(folder / "expnet_plus_ablation.csv", csv, missing),
+                   ablation_page=_read(folder / "expnet_plus_ablation.md", text, missing),
+                   summary=_read(folder / "crosstask_summary.md", text, missing),
+                   timings=_read(folder / "node_timings.csv", csv, missing), costs=costs,
+                   afn=_read(folder / "afn_report.md", text, missing),
+                   throughput=_read(folder / "benchmarks" / "attribution_throughput.csv", csv, missing),
+                   serving=_read(folder / "benchmarks" / "serving_load.csv", csv, missing), missing=missing)
+
+
+def _demote(markdown: str, levels: int = 2) -> str:
+    """Headings of an included report one or more levels down, so they nest under this document's sections."""
+    return re.sub(r"^(#+)", lambda m: m.group(1) + "#" * levels, markdown, flags=re.MULTILINE)
+
+
+def results_document(reports: Reports, commit: str | None = None) -> str:
+    """docs/results.md: every table of the run's reports, each section naming the file it comes from."""
+    folder = reports.folder
+    lines = ["# Results", "",
+             f"Generated by `learned-attribution results` from the reports in `{folder}` (crosstask metrics written "
+             f"{_file_time(folder / 'crosstask_metrics.csv')}{f', generated at commit {commit[:12]}' if commit else ''}). "
+             "Do not edit by hand: rerun the command after a run. Intervals are bootstrap 95% over examples; AUROC is "
+             "per example, F1 at the matched top-k budget (k = round(rho x n), rho the training tasks' rationale "
+             "density); \"best baseline\" is among the methods run on every example.", "",
+             "## Cross-task headline (`crosstask_metrics.csv`, `expnet_plus_ablation.csv`)", "",
+             headline_table(reports.metrics, reports.ablation), "",
+             "## The paper's claim at this scale (`crosstask_metrics.csv`; the paper's numbers are bert-base)", "",
+             paper_comparison_table(reports.metrics), "",
+             "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",
+             by_prediction_table(reports.metrics), ""]
+    if reports.classifier_metrics is not None:
+        lines += ["## Classifiers (`classifier_metrics.csv`)", "", classifier_table(reports.classifier_metrics), ""]
+    if reports.costs:
+        charts = " ".join(f"[{task}](images/cost_{task}.png)" for task in reports.costs
+                          if (folder / "crosstask" / f"cost_{task}.png").is_file())
+        lines += ["## Cost against plausibility (`crosstask/explain_cost_<task>.csv`: one timed pass in the fold)", "",
+                  cost_table(reports.metrics, reports.costs), "", *([f"Charts: {charts}", ""] if charts else [])]
+    if reports.timings is not None:
+        lines += ["## Where the time went (`node_timings.csv`, the last `kedro run`)", "",
+                  stage_table(reports.timings), ""]
+    if reports.throughput is not None:
+        lines += ["## Cost of each method (`benchmarks/attribution_throughput.csv`)", "",
+                  throughput_table(reports.throughput), ""]
+    if reports.serving is not None:
+        lines += ["## Served model under load (`benchmarks/serving_load.csv`)", "", serving_table(reports.serving), ""]
+    for title, page in (("Per-fold summary (`crosstask_summary.md`)", reports.summary),
+                        ("ExpNet+ ablation (`expnet_plus_ablation.md`)", reports.ablation_page),
+                        ("AFN (`afn_report.md`)", reports.afn)):
+        if page is not None:
+            lines += [f"## {title}", "", _demote(page.strip()), ""]
+    if reports.missing:
+        lines += [f"Not in this run's reports (sections left out): {', '.join(sorted(reports.missing))}.", ""]
+    return "\n".join(lines)
+
+
+MARKER = re.compile(r"(<!-- results:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.DOTALL)
+
+
+def marked_blocks(reports: Reports) -> dict[str, str]:
+    """The tables a README may embed, by marker name."""
+    blocks = {"headline": headline_table(reports.metrics, reports.ablation)}
+    if reports.throughput is not None:
+        blocks["attribution_throughput"] = throughput_table(reports.throughput)
+    if reports.serving is not None:
+        blocks["serving_load"] = serving_table(reports.serving)
+    return blocks
+
+
+def fill_marked_blocks(text: str, blocks: dict[str, str], where: str) -> str:
+    """`text` with each `<!-- results:NAME -->` block replaced by `blocks[NAME]` (a block without a table in this
+    run's reports is left as it is); a text without any marker is an error naming `where`."""
+    if not MARKER.search(text):
+        raise ResultsError(f"{where} has no <!-- results:NAME --> ... <!-- /results:NAME --> block to fill")
+
+    def replace(match: re.Match) -> str:
+        body = blocks.get(match.group("name"))
+        return match.group(0) if body is None else f"{match.group(1)}{body}\n{match.group(4)}"
+
+    return MARKER.sub(replace, text)
+
+
+def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
+                  commit: str | None = None) -> list[Path]:
+    """Write the results document to `output` (with the folds' cost charts in `images/` beside it) and fill the
+    marked blocks of each README; returns what was written."""
+    reports = Reports.read(reports_folder)
+    written = []
+    if output is not None:
+        output = Path(output)
+        for task in TASKS:
+            chart = reports.folder / "crosstask" / f"cost_{task}.png"
+            if chart.is_file():
+                (output.parent / "images").mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(chart, output.parent / "images" / chart.name)
+                written.append(output.parent / "images" / chart.name)
+        write_text_atomically(output, results_document(reports, commit))
+        written.append(output)
+    blocks = marked_blocks(reports)
+    for readme in readmes:
+        path = Path(readme)
+        write_text_atomically(path, fill_marked_blocks(path.read_text(), blocks, str(path)))
+        written.append(path)
+    return written
