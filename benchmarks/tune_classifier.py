@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 import yaml
 
+from learned_attribution.models.architectures import architecture
 from learned_attribution.models.runner import predict_proba
 from learned_attribution.pipelines.classifiers.nodes import _rows, train_classifier
 
@@ -42,7 +43,7 @@ def reinit_top_layers(model, k: int):
     """Re-initialise the top `k` encoder layers as a fresh BERT layer would be (normal(0, initializer_range)
     weights, zero biases, unit LayerNorm)."""
     std = model.config.initializer_range
-    for layer in model.base_model.encoder.layer[-k:]:
+    for layer in architecture(model).blocks(model)[-k:]:
         for module in layer.modules():
             if isinstance(module, torch.nn.Linear):
                 torch.nn.init.normal_(module.weight, 0.0, std)
@@ -55,8 +56,8 @@ def reinit_top_layers(model, k: int):
 
 def keep_first_layers(model, k: int):
     """Drop every encoder layer above the first `k`."""
-    encoder = model.base_model.encoder
-    encoder.layer = encoder.layer[:k]
+    family = architecture(model)
+    family.replace_blocks(model, family.blocks(model)[:k])
     model.config.num_hidden_layers = k
     return model
 

@@ -16,6 +16,7 @@ from learned_attribution.explainers import Batch, Explainer, build_explainer
 from learned_attribution.explainers.base import make_batch as batch_from_ids
 from learned_attribution.metrics.plausibility import (MethodScores, all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                       finite_scores, random_scores, threshold_mask, top_k_mask)
+from learned_attribution.models.architectures import mask_token_id
 from learned_attribution.models.features import frame_token_ids
 from learned_attribution.models.runner import Compute, eval_mode, iter_batches, model_device
 from learned_attribution.models.signals import TokenVocabulary, token_vocabulary
@@ -40,10 +41,10 @@ def rationale_test_examples(predictions: pd.DataFrame, role: str = "rationale_te
 
 
 def make_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int], tokenizer) -> Batch:
-    """A padded explainer batch for token id lists, with the tokenizer's special ids."""
-    mask_id = tokenizer.mask_token_id if tokenizer.mask_token_id is not None else tokenizer.pad_token_id
-    return batch_from_ids(input_ids, target, pad_token_id=tokenizer.pad_token_id, mask_token_id=mask_id,
-                          frame_token_ids=frame_token_ids(tokenizer))
+    """A padded explainer batch for token id lists, with the tokenizer's special ids (a "removed" token becomes its
+    mask token, else its pad: `architectures.mask_token_id`)."""
+    return batch_from_ids(input_ids, target, pad_token_id=tokenizer.pad_token_id,
+                          mask_token_id=mask_token_id(tokenizer), frame_token_ids=frame_token_ids(tokenizer))
 
 
 @dataclass

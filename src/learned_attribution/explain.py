@@ -8,17 +8,19 @@
 A fold folder (`data/06_models/heldout_<task>/`, written by `kedro run --pipeline crosstask`) holds the paper's
 ExpNet (`expnet_paper/`) and the chosen ExpNet+ (`expnet_plus/`) as safetensors + JSON (`models/artifacts.py`),
 and `fold.json` (best baseline, baseline settings, budget). The classifier explained is by default the fold's
-held-out task's (`data/06_models/classifier_<task>`), or any BERT-family sequence classifier folder saved with
-`save_pretrained`, or a hub name where the hub is reachable; a served bundle carries it in `classifier/`.
+held-out task's (`data/06_models/classifier_<task>`), or any sequence classifier folder of a family in
+`models/architectures.py` saved with `save_pretrained`, or a hub name where the hub is reachable; a served bundle
+carries it in `classifier/`.
 
 Words and scores:
 - A text is split into words by the classifier tokenizer's pre-tokenizer (`tokenizer_words`: for BERT at whitespace
   and punctuation, so "shrugged." is "shrugged" and "."), each word the slice of the text as typed at its character
   offsets (`Explanation.offsets`); `words="whitespace"` splits at whitespace only (`whitespace_words`); pass a list
   of words instead to keep your own segmentation (no offsets). Each word is tokenised into subwords
-  (`is_split_into_words`), `[CLS]`/`[SEP]` are added, and a text over `max_length` subwords is explained on its
-  first `max_length` (`truncated`, with a warning). A text most of whose subwords are the tokenizer's unknown
-  token (emoji, a script the vocabulary lacks) is explained but flagged (`mostly_unknown`, with a warning).
+  (`is_split_into_words`, each word with its word-start marker where the tokenizer has one), `[CLS]`/`[SEP]` are
+  added, and a text over `max_length` subwords is explained on its first `max_length` (`truncated`, with a
+  warning). A text most of whose subwords are the tokenizer's unknown token (emoji, a script the vocabulary lacks)
+  is explained but flagged (`mostly_unknown`, with a warning).
 - Every method scores the subword tokens for the class the classifier predicts. A word's score aggregates its
   subwords: the sum for signed methods (evidence for and against: IG, Input x Gradient, occlusion, LIME,
   KernelSHAP, AttCAT, whose token scores add up), the maximum otherwise (a word is as important as its
@@ -48,6 +50,7 @@ from learned_attribution.evaluation import make_batch, method_explainer
 from learned_attribution.explainers import EXPLAINERS, Explainer
 from learned_attribution.metrics.plausibility import budget_k, threshold_mask, top_k_mask
 from learned_attribution.models import artifacts
+from learned_attribution.models.architectures import reserved_positions
 from learned_attribution.models.runner import iter_batches, predict_proba, resolve_device
 from learned_attribution.models.signals import token_vocabulary
 from learned_attribution.tasks import FOLD_PREFIX, FOLDS, TASKS
@@ -263,14 +266,13 @@ def load_classifier(spec: str | Path | None, models_dir: str | Path = DEFAULT_MO
 
 def max_positions(model, tokenizer) -> int | None:
     """The most subword tokens (special ones included) the classifier reads: its position embeddings, less the
-    rows RoBERTa-style models reserve (their position ids start after `padding_idx`), and the tokenizer's
-    `model_max_length` when it sets one. None when neither says."""
+    rows RoBERTa-style models reserve (their position ids start after the padding index:
+    `architectures.reserved_positions`), and the tokenizer's `model_max_length` when it sets one. None when neither
+    says."""
     limits = []
     positions = getattr(model.config, "max_position_embeddings", None)
     if isinstance(positions, int) and positions > 0:
-        embeddings = getattr(getattr(model, "base_model", model), "embeddings", None)
-        padding_idx = getattr(embeddings, "padding_idx", None)
-        limits.append(positions - (padding_idx + 1 if isinstance(padding_idx, int) else 0))
+        limits.append(positions - reserved_positions(model))
     model_max_length = getattr(tokenizer, "model_max_length", None)
     if isinstance(model_max_length, int) and 0 < model_max_length < NO_TOKENIZER_LIMIT:
         limits.append(model_max_length)

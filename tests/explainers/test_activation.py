@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertForSequenceClassification
 
 from learned_attribution.explainers import Batch, build_explainer
 from learned_attribution.explainers.base import make_batch as base_make_batch
@@ -14,20 +14,22 @@ PAD, CLS, SEP, MASK = 0, 1, 2, 3
 ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP]]
 
 
-def tiny_classifier(num_layers: int) -> BertForSequenceClassification:
-    """Tiny BERT whose LayerNorm gains are random, so token norms differ (with unit gains and zero bias
-    every LayerNorm output would have norm exactly sqrt(hidden))."""
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=num_layers, num_attention_heads=2,
-                        intermediate_size=16, max_position_embeddings=16, num_labels=2, initializer_range=0.5,
-                        attn_implementation="eager")
-    model = BertForSequenceClassification(config).eval()
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, torch.nn.LayerNorm):
-                module.weight.uniform_(0.2, 2.0)
-                module.bias.normal_(0.0, 0.5)
-    return model
+@pytest.fixture(scope="module")
+def make_model(tiny_bert_classifier):
+    """Factory: a tiny BERT (the shared tiny factory) whose LayerNorm gains are random, so token norms differ (with
+    unit gains and zero bias every LayerNorm output would have norm exactly sqrt(hidden))."""
+
+    def build(num_layers: int) -> BertForSequenceClassification:
+        model = tiny_bert_classifier(seed=0, num_hidden_layers=num_layers, hidden_size=8, intermediate_size=16,
+                                     max_position_embeddings=16, initializer_range=0.5)
+        with torch.no_grad():
+            for module in model.modules():
+                if isinstance(module, torch.nn.LayerNorm):
+                    module.weight.uniform_(0.2, 2.0)
+                    module.bias.normal_(0.0, 0.5)
+        return model
+
+    return build
 
 
 def make_batch(rows: list[list[int]]) -> Batch:
@@ -36,8 +38,8 @@ def make_batch(rows: list[list[int]]) -> Batch:
 
 
 @pytest.fixture(scope="module")
-def six_layer_model() -> BertForSequenceClassification:
-    return tiny_classifier(6)
+def six_layer_model(make_model) -> BertForSequenceClassification:
+    return make_model(6)
 
 
 def hidden_states(model, batch) -> tuple[torch.Tensor, ...]:
@@ -79,8 +81,8 @@ def test_layer_setting_overrides_the_default(six_layer_model, layer):
     torch.testing.assert_close(scores[real], expected[real])
 
 
-def test_default_layer_follows_the_model_depth():
-    model = tiny_classifier(12)
+def test_default_layer_follows_the_model_depth(make_model):
+    model = make_model(12)
     batch = make_batch(ROWS[:1])
     assert build_explainer("afn_norm").layer_for(model) == 8
     torch.testing.assert_close(build_explainer("afn_norm").explain(model, batch).scores,

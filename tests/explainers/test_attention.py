@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertForSequenceClassification
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from transformers.modeling_utils import AttentionInterface
 
@@ -27,13 +27,17 @@ PAD = 0
 MASK = 3
 
 
-def tiny_classifier(seed: int = 0, attn_implementation: str = "eager") -> BertForSequenceClassification:
-    """2-layer, 2-head BERT with weights large enough that attentions and gradients are far from uniform / zero."""
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=NUM_LAYERS, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, num_labels=3, initializer_range=0.5,
-                        attn_implementation=attn_implementation)
-    return BertForSequenceClassification(config).eval()
+@pytest.fixture(scope="module")
+def make_model(tiny_bert_classifier):
+    """Factory: a 2-layer, 2-head BERT (the shared tiny factory) with weights large enough that attentions and
+    gradients are far from uniform / zero."""
+
+    def build(seed: int = 0, attn_implementation: str = "eager") -> BertForSequenceClassification:
+        return tiny_bert_classifier(num_labels=3, seed=seed, num_hidden_layers=NUM_LAYERS, num_attention_heads=2,
+                                    max_position_embeddings=16, initializer_range=0.5,
+                                    attn_implementation=attn_implementation)
+
+    return build
 
 
 def make_batch(rows: list[list[int]], targets: list[int]) -> Batch:
@@ -46,8 +50,8 @@ TARGETS = [0, 2, 1]
 
 
 @pytest.fixture(scope="module")
-def model() -> BertForSequenceClassification:
-    return tiny_classifier()
+def model(make_model) -> BertForSequenceClassification:
+    return make_model()
 
 
 @pytest.fixture(scope="module")
@@ -305,8 +309,8 @@ def test_settings_are_checked_with_clear_errors(model, batch):
         build_explainer("gae").explain(model, bad_target)
 
 
-def test_non_eager_model_gives_a_clear_error(batch):
-    sdpa_model = tiny_classifier(attn_implementation="sdpa")
+def test_non_eager_model_gives_a_clear_error(batch, make_model):
+    sdpa_model = make_model(attn_implementation="sdpa")
     with pytest.raises(ValueError, match="attn_implementation='eager'"):
         build_explainer("raw_attention").explain(sdpa_model, batch)
 

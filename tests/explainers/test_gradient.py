@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertForSequenceClassification
 
 from learned_attribution.explainers import Batch, build_explainer
 from learned_attribution.explainers.base import make_batch as base_make_batch
@@ -17,13 +17,15 @@ ROWS = [[CLS, 7, 12, 30, 5, 9, SEP], [CLS, 22, 8, SEP], [CLS, 17, 33, 11, 26, SE
 TARGETS = [0, 2, 1]
 
 
-def tiny_classifier(seed: int = 0) -> BertForSequenceClassification:
-    """2-layer BERT with weights large enough that logits and gradients are far from zero."""
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, num_labels=3, initializer_range=0.5,
-                        attn_implementation="eager")
-    return BertForSequenceClassification(config).eval()
+@pytest.fixture(scope="module")
+def make_model(tiny_bert_classifier):
+    """Factory: a 2-layer BERT (the shared tiny factory) with weights large enough that logits and gradients are far
+    from zero."""
+
+    def build(seed: int = 0) -> BertForSequenceClassification:
+        return tiny_bert_classifier(num_labels=3, seed=seed, max_position_embeddings=16, initializer_range=0.5)
+
+    return build
 
 
 def make_batch(rows: list[list[int]], targets: list[int]) -> Batch:
@@ -51,8 +53,8 @@ class BagOfEmbeddings(torch.nn.Module):
 
 
 @pytest.fixture(scope="module")
-def model() -> BertForSequenceClassification:
-    return tiny_classifier()
+def model(make_model) -> BertForSequenceClassification:
+    return make_model()
 
 
 @pytest.fixture(scope="module")
@@ -172,8 +174,8 @@ def test_padding_does_not_change_real_token_scores(model, batch, name):
         assert (batched[row, len(tokens):] == 0).all()
 
 
-def test_dropout_is_off_and_training_mode_restored(batch):
-    model = tiny_classifier()
+def test_dropout_is_off_and_training_mode_restored(batch, make_model):
+    model = make_model()
     model.config.hidden_dropout_prob = 0.5
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
@@ -320,8 +322,8 @@ def test_without_a_target_the_predicted_class_is_explained_in_the_same_pass(mode
 
 
 @pytest.mark.parametrize("name", ["saliency", "input_x_gradient", "integrated_gradients"])
-def test_frozen_embedding_weights_give_the_same_scores(batch, name):
-    model = tiny_classifier()
+def test_frozen_embedding_weights_give_the_same_scores(batch, name, make_model):
+    model = make_model()
     expected = build_explainer(name).explain(model, batch).scores
     for parameter in model.parameters():
         parameter.requires_grad_(False)

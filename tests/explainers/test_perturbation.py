@@ -7,8 +7,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from transformers import BertConfig, BertForSequenceClassification
-
 from learned_attribution.explainers import Batch, build_explainer
 from learned_attribution.explainers.base import make_batch as base_make_batch
 from learned_attribution.explainers import perturbation as pert
@@ -145,12 +143,8 @@ def test_lime_kernel_matches_the_lime_package_formula():
     assert kernel(None, None, torch.ones(1, 4, dtype=torch.long)) == pytest.approx(1.0)
 
 
-def test_occlusion_padding_invariance_on_a_tiny_bert():
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=16, num_labels=3, initializer_range=0.5,
-                        attn_implementation="eager")
-    model = BertForSequenceClassification(config).eval()
+def test_occlusion_padding_invariance_on_a_tiny_bert(tiny_bert_classifier):
+    model = tiny_bert_classifier(num_labels=3, seed=0, max_position_embeddings=16, initializer_range=0.5)
     rows, targets = [[CLS, 7, 12, 30, 5, 9, SEP], [CLS, 22, 8, SEP]], [0, 2]
     batched = build_explainer("occlusion").explain(model, make_batch(rows, targets)).scores
     assert batched.abs().max() > 1e-3

@@ -4,7 +4,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification
 
 from learned_attribution.metrics.faithfulness import faithfulness, fraction_label
 
@@ -103,12 +102,8 @@ def test_additive_model_matches_hand_computed_aopc():
     assert zero["sufficiency"] == pytest.approx(-np.mean(suff))
 
 
-def test_batched_and_padded_equals_one_by_one_on_a_tiny_bert():
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, num_labels=3,
-                        attn_implementation="eager")
-    model = BertForSequenceClassification(config)
+def test_batched_and_padded_equals_one_by_one_on_a_tiny_bert(tiny_bert_classifier):
+    model = tiny_bert_classifier(num_labels=3, seed=0, max_position_embeddings=64)
     model.train()  # dropout on: faithfulness must switch it off, and restore the flag
     rng = np.random.default_rng(0)
     lengths = [1, 3, 7, 12, 20, 5]

@@ -1,9 +1,10 @@
 """Hidden states and activation strength S_i = ||h_i||_2 at every layer (SPEC §10).
 
 Layer l indexes `output.hidden_states`: 0 is the embedding output, l >= 1 the output of encoder block l.
-Texts are given as word lists and tokenised with `is_split_into_words=True`, so every subword token knows
-the word it belongs to (`word_ids`; None for [CLS], [SEP]). Texts longer than `max_length` tokens are
-rejected rather than truncated: a cut sentence would change every token's percentile threshold.
+Texts are given as word lists and tokenised with `is_split_into_words=True` (every word with its word-start
+marker: `architectures.prepare_tokenizer`), so every subword token knows the word it belongs to (`word_ids`;
+None for [CLS], [SEP]). Texts longer than `max_length` tokens are rejected rather than truncated: a cut
+sentence would change every token's percentile threshold.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from learned_attribution.models.architectures import prepare_tokenizer
 from learned_attribution.models.runner import eval_mode, forward, iter_batches, pad_batch
 
 from learned_attribution.explainers.activation import default_afn_layer  # one rule for the AFN layer (SPEC §10)
@@ -56,7 +58,9 @@ def tokenize_words(tokenizer, words: Sequence[str], max_length: int) -> Tokenize
     """Tokenise a word list with special tokens and no truncation; raise EmptyTextError / TextTooLongError."""
     if not words or not any(word.strip() for word in words):
         raise EmptyTextError("empty text")
-    encoding = tokenizer(list(words), is_split_into_words=True, add_special_tokens=True, truncation=False)
+    # Every word with its word-start marker (byte-level BPE: add_prefix_space), as in data/projection.py.
+    encoding = prepare_tokenizer(tokenizer)(list(words), is_split_into_words=True, add_special_tokens=True,
+                                            truncation=False)
     word_ids = tuple(encoding.word_ids())
     if all(word is None for word in word_ids):
         raise EmptyTextError(f"the words {list(words)!r} give no tokens")

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from learned_attribution.models.architectures import prepare_tokenizer
+
 logger = logging.getLogger(__name__)
 
 IGNORE = -100  # label of special tokens: excluded from every loss and metric
@@ -46,10 +48,12 @@ def project_batch(words: Sequence[Sequence[str]], rationales: Sequence[Sequence[
     Returns the columns `input_ids`, `word_ids` (word index per token, -1 for special tokens),
     `token_labels` (0/1 per token, -100 for special tokens; None when the example has no rationale) and
     `truncated`. Truncation keeps the first `max_length - 2` subwords, so every kept subword keeps its own
-    word's label.
+    word's label. Each word is tokenised as a word of its own, with its word-start marker (`Ġ`, `▁`) where the
+    tokenizer uses one (`architectures.prepare_tokenizer`).
     """
     word_lists = [list(w) for w in words]
-    encoded = tokenizer(word_lists, is_split_into_words=True, add_special_tokens=False)
+    # Every word gets its word-start marker (a byte-level BPE tokenizer needs add_prefix_space for word lists).
+    encoded = prepare_tokenizer(tokenizer)(word_lists, is_split_into_words=True, add_special_tokens=False)
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     out: dict[str, list] = {"input_ids": [], "word_ids": [], "token_labels": [], "truncated": []}
     counts = counts if counts is not None else ProjectionCounts()

@@ -6,7 +6,7 @@ hand-made matrices, plus a thin `Explainer` class that runs the classifier and c
 Conventions shared by every function here:
 - an attention tensor is `[..., H, T, T]` (heads on axis -3), rows are queries, columns are keys, each
   row sums to 1; the model gives `[B, H, T, T]` per layer;
-- [CLS] sits at position 0 (`CLS_POSITION`), as in every BERT-family tokenizer;
+- [CLS] sits at position 0 (`CLS_POSITION`), as in every family of `models/architectures.py`;
 - gradients are of the target-class logit (not its probability), as in Chefer et al. and Qiang et al.
 
 Padding never leaks into real tokens: the attention mask gives padding keys probability 0, so the
@@ -26,6 +26,7 @@ from typing import Sequence
 
 import torch
 
+from learned_attribution.models.architectures import no_attentions_message
 from learned_attribution.models.runner import eval_mode
 
 from .base import Attribution, Batch, Explainer, register
@@ -227,8 +228,7 @@ def run_with_attentions(model: torch.nn.Module, batch: Batch, gradients: bool = 
                 hook.remove()
         attentions = list(output.attentions or ())
         if not attentions or any(a is None for a in attentions):
-            raise ValueError("the model returned no attentions: load it with attn_implementation='eager' "
-                             f"(it uses {getattr(model.config, '_attn_implementation', 'unknown')!r})")
+            raise ValueError(no_attentions_message(model))
         num_labels = output.logits.shape[-1]
         if ((target < 0) | (target >= num_labels)).any():
             raise ValueError(f"batch.target holds {target.tolist()}, outside 0..{num_labels - 1} "
@@ -266,6 +266,7 @@ class RawAttention(Explainer):
     """Attention from [CLS] to each token in one layer (default last), mean over heads. Forward only."""
 
     family = FAMILY
+    needs_attentions = True
 
     def __init__(self, layer: int = -1):
         self.layer = _check_layer_setting(layer)
@@ -281,6 +282,7 @@ class AttentionRollout(Explainer):
     """[CLS] row of the attention rollout through layers 0..`layer` (default: all layers). Forward only."""
 
     family = FAMILY
+    needs_attentions = True
 
     def __init__(self, layer: int = -1):
         self.layer = _check_layer_setting(layer)
@@ -296,6 +298,7 @@ class GenericAttentionExplainability(Explainer):
     """Chefer et al. 2021 relevance over all layers, [CLS] row. One forward and one backward pass."""
 
     family = FAMILY
+    needs_attentions = True
 
     def __init__(self, positive_part: str = "per_head"):
         if positive_part not in GAE_POSITIVE_PART_RULES:
@@ -313,6 +316,7 @@ class AttCAT(Explainer):
     """Qiang et al. 2022 attentive class activation tokens, summed over all layers. Forward + backward."""
 
     family = FAMILY
+    needs_attentions = True
     signed = True
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
@@ -329,6 +333,7 @@ class AttentionTimesGradient(Explainer):
     """[CLS] attention times its gradient in one layer (default last), positive part, mean over heads."""
 
     family = FAMILY
+    needs_attentions = True
 
     def __init__(self, layer: int = -1):
         self.layer = _check_layer_setting(layer)

@@ -1,7 +1,7 @@
 """One interface for every token attribution method, and the registry that picks them by name.
 
-An explainer takes a sequence classifier (a Hugging Face BERT-family model loaded with eager
-attention) and a padded batch, and returns one score per subword token for the class given in
+An explainer takes a sequence classifier (a Hugging Face encoder of a family in `models/architectures.py`, loaded
+with eager attention) and a padded batch, and returns one score per subword token for the class given in
 `batch.target` (the classifier's predicted class). Higher means more important. Scores at special
 and padding positions are returned but never used: callers mask them with `batch.special_mask`.
 """
@@ -53,6 +53,9 @@ class Explainer:
     # `explain` accepts `batch.target = None`: it then explains the class its own forward pass predicts and returns
     # that pass's logits (`Attribution.logits`), so a caller classifying new text needs no pass of its own.
     classifies: ClassVar[bool] = False
+    # `explain` reads attention probabilities (eager attention only): a model that cannot return them is refused
+    # with the list of these methods (`architectures.no_attentions_message`).
+    needs_attentions: ClassVar[bool] = False
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         raise NotImplementedError

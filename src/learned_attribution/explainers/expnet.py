@@ -25,6 +25,7 @@ class ExpNetExplainer(Explainer):
 
     family = "learned"
     classifies = True  # attention-only: the same for any target
+    needs_attentions = True
 
     def __init__(self, training: ExpNetTraining, layer: int = -1):
         self.training = training
@@ -47,6 +48,7 @@ class ExpNetPlusExplainer(Explainer):
 
     family = "learned"
     classifies = True
+    needs_attentions = True
 
     def __init__(self, model: ExpNetPlus, layer: int = -1, vocabulary: TokenVocabulary | None = None):
         self.model = model

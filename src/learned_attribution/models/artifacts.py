@@ -26,6 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from learned_attribution.atomic import atomic_folder
 
+from .architectures import SUPPORTED_MODEL_TYPES
 from .expnet import ExpNet, ExpNetTraining
 from .expnet_plus import ExpNetPlus, Variant, build_network
 
@@ -72,13 +73,13 @@ def check_compatible(context: dict, model: torch.nn.Module, tokenizer, *, where:
     the explainers explain whichever class is predicted."""
     expected = context.get("classifier", {})
     actual = classifier_signature(model, tokenizer)
-    family = {"bert", "distilbert", "roberta", "xlm-roberta", "electra", "albert", "camembert", "mpnet"}
     differences = []
     for key in ("num_hidden_layers", "num_attention_heads", "tokenizer_class"):
         if key in expected and expected[key] != actual[key]:
             differences.append(f"{key}: explainer {expected[key]!r}, classifier {actual[key]!r}")
-    if actual["model_type"] not in family and actual["model_type"] != expected.get("model_type"):
-        differences.append(f"model_type {actual['model_type']!r} is not a BERT-family encoder")
+    if actual["model_type"] not in SUPPORTED_MODEL_TYPES and actual["model_type"] != expected.get("model_type"):
+        differences.append(f"model_type {actual['model_type']!r} is not a supported encoder family "
+                           f"({', '.join(SUPPORTED_MODEL_TYPES)}; models/architectures.py)")
     if differences:
         raise IncompatibleClassifierError(
             f"{where} was trained for a {expected.get('model_type')} classifier with "

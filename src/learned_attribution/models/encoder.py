@@ -1,4 +1,5 @@
-"""Finding and loading the encoder: the packaged all-MiniLM-L6-v2 by default, any HF BERT-family model by name or path."""
+"""Finding and loading the encoder: the packaged all-MiniLM-L6-v2 by default, any HF encoder of a family in
+`models/architectures.py` by name or path."""
 from __future__ import annotations
 
 import os

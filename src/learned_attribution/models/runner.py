@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from .architectures import no_attentions_message
+
 logger = logging.getLogger(__name__)
 
 
@@ -149,7 +151,7 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: tor
     output = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                    output_attentions=attentions, output_hidden_states=hidden_states)
     if attentions and (not output.attentions or output.attentions[0] is None):
-        raise RuntimeError("the model returned no attentions; load it with attn_implementation='eager'")
+        raise RuntimeError(no_attentions_message(model))
     return output
 
 

@@ -8,14 +8,15 @@ Feature sets (columns per token; H heads, L layers, `layer` = the attention laye
   embeddings and LayerNorm): a full backward pass.
 - `raw_attention_layers` (L): mean over heads of A[CLS -> j] at every layer.
 - `afn_norm` (L + 1): ||h_j|| at every layer (0 = embedding output), the AFN strength of SPEC §10.
-- `position` (4): relative position among the non-special tokens, 1 / their number, word-piece
-  continuation flag (a `##` piece), last-token flag.
+- `position` (4): relative position among the non-special tokens, 1 / their number, continuation flag (the
+  piece continues the word of the piece before it, by the tokenizer's own convention: `##` for WordPiece, no
+  `Ġ` / `▁` word-start marker for byte-level BPE / SentencePiece, see `token_vocabulary`), last-token flag.
 - `token_kind` (3, issue 10): punctuation (every character a Unicode punctuation or symbol), closed-class word
   (`afn.words.FUNCTION_WORDS`, the AFN pipeline's list: determiners, pronouns, prepositions, conjunctions,
-  auxiliaries, particles), and content token (a real token that is neither). A word piece is classed as a word
-  of its own: the "t" of "don ' t" is a content token, its "'" punctuation. Task-independent facts about the
-  token that post-hoc attributions are known to over- or under-weight (structural tokens), so a network can
-  learn to correct for them.
+  auxiliaries, particles; only a piece that starts a word), and content token (a real token that is neither). A
+  word piece is classed as a word of its own: the "t" of "don ' t" is a content token, its "'" punctuation.
+  Task-independent facts about the token that post-hoc attributions are known to over- or under-weight
+  (structural tokens), so a network can learn to correct for them.
 
 Gradients are of the explained (predicted) class's logit, so the signed columns (`signed_columns`: attention x
 gradient, gradient . input) flip with the prediction: on a mispredicted example they point away from the
@@ -34,6 +35,7 @@ import torch
 
 from learned_attribution.afn.words import FUNCTION_WORDS, is_punctuation
 
+from .architectures import Architecture, architecture, token_convention
 from .features import cls_attention_features, feature_names
 from .runner import eval_mode, forward, model_device
 
@@ -72,34 +74,49 @@ def columns_for(feature_sets: Sequence[str], n_heads: int, n_layers: int) -> lis
 
 @dataclass(frozen=True)
 class TokenVocabulary:
-    """Ids of a vocabulary's word-piece continuations (`##...`), punctuation tokens and closed-class words (the
-    `position` and `token_kind` sets read them); empty: no token is any of them."""
+    """Ids of a vocabulary's continuation pieces, punctuation tokens and closed-class words (the `position` and
+    `token_kind` sets read them); empty: no token is any of them.
+
+    `marks_word_starts` (byte-level BPE, SentencePiece): a piece without the word-start marker continues a word,
+    except at the first real token (a text's first word has no marker without a prefix space) and right after a
+    `boundary` piece (a lone `Ġ` / `▁`, which carries the word start of the piece after it). WordPiece vocabularies
+    (the default) mark continuations themselves and need neither rule."""
 
     continuation: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     punctuation: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
     closed_class: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
+    boundary: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
+    marks_word_starts: bool = False
 
 
 def token_vocabulary(tokenizer) -> TokenVocabulary:
-    """The `TokenVocabulary` of a WordPiece tokenizer (one scan of its vocabulary)."""
-    vocabulary = tokenizer.get_vocab()
+    """The `TokenVocabulary` of a tokenizer (one scan of its vocabulary), by its own word-boundary convention
+    (`architectures.token_convention`, read from its `tokenizers` backend): WordPiece strings are read raw (a `##`
+    piece continues a word); byte-level BPE (`Ġ`) and SentencePiece (`▁`) pieces have their word-start marker
+    stripped (byte-level pieces decoded to text) before the punctuation and closed-class lookups, and a piece
+    without it continues a word. Special tokens are none of the three."""
+    convention = token_convention(tokenizer)
     special = set(getattr(tokenizer, "all_special_tokens", []))
+    continuation, punctuation, closed_class, boundary = [], [], [], []
+    for token, index in tokenizer.get_vocab().items():
+        if token in special:
+            continue
+        piece = convention.read(token)
+        if piece.continues:
+            continuation.append(index)
+        if piece.boundary:
+            boundary.append(index)
+        # A boundary piece is structural (it carries a word start and no word): counted with punctuation.
+        if piece.boundary or (not piece.partial and is_punctuation(piece.text)):
+            punctuation.append(index)
+        if piece.text.lower() in FUNCTION_WORDS:
+            closed_class.append(index)
 
-    def ids(rule) -> torch.Tensor:
-        return torch.as_tensor(sorted(i for t, i in vocabulary.items() if t not in special and rule(t)),
-                               dtype=torch.long)
+    def ids(values: list[int]) -> torch.Tensor:
+        return torch.as_tensor(sorted(values), dtype=torch.long)
 
-    return TokenVocabulary(ids(lambda t: t.startswith("##")), ids(is_punctuation),
-                           ids(lambda t: t.lower() in FUNCTION_WORDS))
-
-
-def encoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """The transformer blocks of a BERT-family classifier (`model.base_model.encoder.layer`)."""
-    try:
-        return model.base_model.encoder.layer
-    except AttributeError as error:
-        raise ValueError(f"{type(model).__name__} has no base_model.encoder.layer: ExpNet+ signals need a "
-                         "BERT-family encoder") from error
+    return TokenVocabulary(ids(continuation), ids(punctuation), ids(closed_class), ids(boundary),
+                           convention.marks_word_starts)
 
 
 def _leaf_output(store: dict, key: str):
@@ -127,17 +144,14 @@ def _frozen(model: torch.nn.Module) -> Iterator[None]:
                 parameter.requires_grad_(flag)
 
 
-def _leaf_input(store: dict, key: int, make_leaf: bool):
+def _leaf_input(store: dict, key: int, make_leaf: bool, family: Architecture):
     """Forward pre-hook: record a block's input hidden states (as a new graph leaf when `make_leaf`)."""
 
     def hook(module, args, kwargs):
-        hidden = args[0] if args else kwargs["hidden_states"]
+        hidden = family.block_hidden_states(args, kwargs)
         if make_leaf:
             hidden = hidden.detach().requires_grad_(True)
-            if args:
-                args = (hidden, *args[1:])
-            else:
-                kwargs = {**kwargs, "hidden_states": hidden}
+            args, kwargs = family.replace_block_hidden_states(args, kwargs, hidden)
         store[key] = hidden
         return args, kwargs
 
@@ -159,7 +173,8 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
     unknown = set(feature_sets) - set(FEATURE_SETS)
     if unknown:
         raise ValueError(f"unknown feature sets {sorted(unknown)}; known: {list(FEATURE_SETS)}")
-    blocks = encoder_layers(model)
+    family = architecture(model)  # an unsupported family fails here, naming the supported ones
+    blocks = family.blocks(model)
     n_layers = len(blocks)
     if not -n_layers <= layer < n_layers:
         raise ValueError(f"parameter layer={layer} is out of range for a model with {n_layers} layers")
@@ -173,9 +188,9 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
     hooks = []
     with _frozen(model), torch.set_grad_enabled(gradients):
         if full:
-            hooks.append(model.get_input_embeddings().register_forward_hook(_leaf_output(inputs, "embedding")))
+            hooks.append(family.input_embeddings(model).register_forward_hook(_leaf_output(inputs, "embedding")))
         if gradients:
-            hooks.append(blocks[layer].register_forward_pre_hook(_leaf_input(inputs, layer, not full),
+            hooks.append(blocks[layer].register_forward_pre_hook(_leaf_input(inputs, layer, not full, family),
                                                                  with_kwargs=True))
         try:
             output = forward(model, input_ids, attention_mask, attentions=True, hidden_states="afn_norm" in wants)
@@ -214,6 +229,18 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
     return torch.cat([p.float() for p in parts], dim=-1), output.logits.detach().float()
 
 
+def continuation_signals(input_ids: torch.Tensor, vocabulary: TokenVocabulary | None) -> torch.Tensor:
+    """[B, T] 1 where a token continues the word of the token before it (see `TokenVocabulary`)."""
+    vocabulary = vocabulary or TokenVocabulary()
+    continuation = _member(input_ids, vocabulary.continuation)
+    if vocabulary.marks_word_starts and input_ids.shape[1] > 1:
+        starts = torch.zeros_like(continuation)
+        starts[:, 1] = 1  # the first real token starts a word, marker or not
+        starts[:, 2:] = _member(input_ids[:, 1:-1], vocabulary.boundary)  # the piece after a lone marker
+        continuation = continuation * (1 - starts)
+    return continuation
+
+
 def position_signals(input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      vocabulary: TokenVocabulary | None) -> torch.Tensor:
     """[B, T, 4]: relative position among the non-special tokens (0 first .. 1 last), 1 / their number,
@@ -222,18 +249,19 @@ def position_signals(input_ids: torch.Tensor, attention_mask: torch.Tensor,
     index = torch.arange(input_ids.shape[1], dtype=torch.float32, device=input_ids.device)[None, :] - 1  # 0 at the first real token
     relative = (index / (n_real - 1).clamp(min=1)).clamp(0, 1)
     inverse_length = (1 / n_real.clamp(min=1)).expand_as(relative)
-    continuation = _member(input_ids, (vocabulary or TokenVocabulary()).continuation)
+    continuation = continuation_signals(input_ids, vocabulary)
     last = (index == n_real - 1).float()
     return torch.stack([relative, inverse_length, continuation, last], dim=-1)
 
 
 def token_kind_signals(input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        vocabulary: TokenVocabulary | None) -> torch.Tensor:
-    """[B, T, 3]: punctuation, closed-class word, content token (a real token that is neither; [CLS], [SEP] and
-    padding are 0)."""
+    """[B, T, 3]: punctuation, closed-class word (a closed-class piece that starts a word), content token (a real
+    token that is neither; [CLS], [SEP] and padding are 0)."""
     vocabulary = vocabulary or TokenVocabulary()
     punctuation = _member(input_ids, vocabulary.punctuation)
-    closed = _member(input_ids, vocabulary.closed_class)
+    # A continuation piece that spells "a" or "the" is part of another word (WordPiece's "##a" never matched).
+    closed = _member(input_ids, vocabulary.closed_class) * (1 - continuation_signals(input_ids, vocabulary))
     index = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :]
     real = (attention_mask > 0) & (index > 0) & (index < attention_mask.sum(1, keepdim=True) - 1)
     return torch.stack([punctuation, closed, real.float() * (1 - punctuation) * (1 - closed)], dim=-1)

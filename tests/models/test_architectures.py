@@ -1,0 +1,220 @@
+"""The architecture adapter (models/architectures.py) on a tiny random classifier of every family in its table:
+the blocks, the hidden states a block hook sees, the ExpNet+ signals, every registered method, word-to-subword
+projection, AFN's tokenisation and hidden states, and the errors for a family it does not know."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from learned_attribution.afn.strength import iter_hidden_states, tokenize_words
+from learned_attribution.data.projection import project_to_subwords
+from learned_attribution.evaluation import make_batch, method_explainer
+from learned_attribution.explain import max_positions
+from learned_attribution.explainers import EXPLAINERS
+from learned_attribution.models.architectures import (ARCHITECTURES, SUPPORTED_MODEL_TYPES,
+                                                      UnsupportedArchitectureError, architecture, attention_methods,
+                                                      mask_token_id, needs_attentions, no_attentions_message,
+                                                      prepare_tokenizer, reserved_positions, token_convention)
+from learned_attribution.models.expnet import ExpNet, ExpNetTraining
+from learned_attribution.models.expnet_plus import ExpNetPlus, TrainingSettings, Variant, build_variant_network
+from learned_attribution.models.signals import FEATURE_SETS, columns_for, token_signals, token_vocabulary
+
+LAYERS, HEADS = 3, 2  # not the factory's default depth, so nothing passes by assuming 2 layers
+WORDS = [["The", "unbelievable", "film", ",", "and", "it", "was", "good", "."], ["a", "bad", "movie"],
+         ["it", "was", "not", "good", "!"]]
+TARGETS = [0, 2, 1]
+CHEAP_SETTINGS = {"integrated_gradients": {"n_steps": 4}, "lime": {"n_samples": 20}, "kernel_shap": {"n_samples": 20}}
+
+
+@pytest.fixture(scope="module", params=SUPPORTED_MODEL_TYPES)
+def family(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def classifier(family, tiny_classifier):
+    """(model, tokenizer) of `family`, weights large enough that attentions and gradients are far from uniform."""
+    return tiny_classifier(family, n_layers=LAYERS, n_heads=HEADS, num_labels=3, seed=1, initializer_range=0.2)
+
+
+@pytest.fixture(scope="module")
+def projected(classifier) -> pd.DataFrame:
+    _, tokenizer = classifier
+    frame = pd.DataFrame({"words": WORDS, "word_rationale": [None] * len(WORDS)})
+    return project_to_subwords(frame, tokenizer, 64)
+
+
+@pytest.fixture(scope="module")
+def batch(classifier, projected):
+    _, tokenizer = classifier
+    return make_batch(list(projected["input_ids"]), TARGETS, tokenizer)
+
+
+def test_the_table_names_every_family_once_and_the_tokenizer_agrees_with_it(family, classifier):
+    model, tokenizer = classifier
+    entry = architecture(model)
+    assert entry is ARCHITECTURES[family] and entry.model_type == model.config.model_type == family
+    assert architecture(model.config) is entry and architecture(family) is entry
+    # The convention read from the tokenizer itself is the one the table documents for the family.
+    assert token_convention(tokenizer) == entry.convention
+    assert mask_token_id(tokenizer) == tokenizer.mask_token_id is not None
+
+
+def test_the_blocks_are_found_and_a_pre_hook_sees_each_blocks_input_hidden_states(classifier, batch):
+    model, _ = classifier
+    entry = architecture(model)
+    blocks = entry.blocks(model)
+    assert isinstance(blocks, torch.nn.ModuleList) and len(blocks) == LAYERS == model.config.num_hidden_layers
+    seen: dict[int, torch.Tensor] = {}
+
+    def keep(index):
+        def hook(module, args, kwargs):
+            seen[index] = entry.block_hidden_states(args, kwargs).detach()
+        return hook
+
+    hooks = [block.register_forward_pre_hook(keep(i), with_kwargs=True) for i, block in enumerate(blocks)]
+    try:
+        with torch.inference_mode():
+            output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert sorted(seen) == list(range(LAYERS))
+    for index in range(LAYERS):  # block l reads hidden_states[l]: the embedding output, then block l-1's output
+        assert seen[index].shape == (*batch.input_ids.shape, model.config.hidden_size)
+        torch.testing.assert_close(seen[index], output.hidden_states[index])
+
+
+def test_replace_block_hidden_states_works_positionally_and_by_keyword(classifier):
+    entry = architecture(classifier[0])
+    hidden, other = torch.zeros(1, 2, 3), torch.ones(1, 2, 3)
+    assert entry.replace_block_hidden_states((hidden, "mask"), {}, other)[0][0] is other
+    args, kwargs = entry.replace_block_hidden_states((), {"hidden_states": hidden, "x": 1}, other)
+    assert args == () and kwargs["hidden_states"] is other and kwargs["x"] == 1
+    assert entry.block_hidden_states((), {"hidden_states": hidden}) is hidden
+
+
+def test_signals_of_every_feature_set_have_the_columns_of_the_classifiers_shape(classifier, batch):
+    model, tokenizer = classifier
+    target = batch.target
+    signals = token_signals(model, batch.input_ids, batch.attention_mask, target, FEATURE_SETS,
+                            vocabulary=token_vocabulary(tokenizer))
+    assert signals.shape == (*batch.input_ids.shape, len(columns_for(FEATURE_SETS, HEADS, LAYERS)))
+    assert torch.isfinite(signals).all()
+    assert all(p.requires_grad for p in model.parameters())  # the frozen pass restores the weights' flags
+
+
+def _learned(model) -> dict:
+    """Untrained (seeded) paper ExpNet and ExpNet+ over every feature set, sized for `model`."""
+    heads, layers = model.config.num_attention_heads, model.config.num_hidden_layers
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    paper = ExpNetTraining(ExpNet(2 * heads, 4).eval(), np.zeros(2 * heads, np.float32),
+                           np.ones(2 * heads, np.float32))
+    variant = Variant("everything", feature_sets=FEATURE_SETS, gating=True)
+    columns = columns_for(variant.feature_sets, heads, layers)
+    net = build_variant_network(variant, columns, TrainingSettings(hidden=4, seeds=1)).eval()
+    plus = ExpNetPlus(variant, columns, net, rng.normal(size=len(columns)).astype(np.float32),
+                      rng.uniform(0.5, 2, size=len(columns)).astype(np.float32))
+    return {"expnet": paper, "expnet_plus": plus}
+
+
+@pytest.mark.parametrize("method", sorted(EXPLAINERS))
+def test_every_registered_method_gives_finite_scores_that_are_zero_at_padding(classifier, batch, tokenizer_vocabulary,
+                                                                              method):
+    model, _ = classifier
+    explainer = method_explainer(method, layer=-1, vocabulary=tokenizer_vocabulary, settings=CHEAP_SETTINGS.get(method),
+                                 **_learned(model))
+    scores = explainer.explain(model, batch).scores
+    assert scores.shape == batch.input_ids.shape
+    assert torch.isfinite(scores).all(), method
+    padding = batch.attention_mask == 0
+    assert padding.any()  # the batch is padded: the check below checks something
+    torch.testing.assert_close(scores[padding], torch.zeros(int(padding.sum())), atol=1e-6, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_vocabulary(classifier):
+    return token_vocabulary(classifier[1])
+
+
+def test_projection_gives_every_word_its_pieces_with_the_tokenizers_word_boundaries(classifier, projected):
+    model, tokenizer = classifier
+    convention = token_convention(tokenizer)
+    for words, ids, word_ids in zip(WORDS, projected["input_ids"], projected["word_ids"]):
+        assert ids[0] == tokenizer.cls_token_id and ids[-1] == tokenizer.sep_token_id
+        assert word_ids[0] == word_ids[-1] == -1
+        assert sorted(set(word_ids[1:-1])) == list(range(len(words)))  # every word has a piece, in order
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        for position in range(1, len(ids) - 1):
+            piece = convention.read(tokens[position])
+            same_word = word_ids[position] == word_ids[position - 1]
+            # The vocabulary's own mark says whether a piece continues a word, and word_ids agree: in particular
+            # a byte-level BPE word list gets its `Ġ` on every word (add_prefix_space), not only after spaces.
+            assert piece.continues == same_word, (tokens, position)
+
+
+def test_only_byte_level_bpe_needs_a_prefix_space_copy_and_the_copy_is_made_once(family, classifier):
+    _, tokenizer = classifier
+    prepared = prepare_tokenizer(tokenizer)
+    assert (prepared is not tokenizer) == ARCHITECTURES[family].prefix_space
+    assert prepare_tokenizer(tokenizer) is prepared  # cached
+    if prepared is not tokenizer:
+        assert tokenizer.convert_ids_to_tokens(tokenizer(["film"], is_split_into_words=True,
+                                                         add_special_tokens=False)["input_ids"]) != ["Ġfilm"]
+        assert prepared.convert_ids_to_tokens(prepared(["film"], is_split_into_words=True,
+                                                       add_special_tokens=False)["input_ids"]) == ["Ġfilm"]
+
+
+def test_afn_tokenises_word_lists_and_reads_every_layers_hidden_states(classifier):
+    model, tokenizer = classifier
+    text = tokenize_words(tokenizer, WORDS[0], 64)
+    assert text.word_ids[0] is None and text.word_ids[-1] is None
+    assert sorted({w for w in text.word_ids if w is not None}) == list(range(len(WORDS[0])))
+    [(index, hidden)] = list(iter_hidden_states(model, [text], 2, tokenizer.pad_token_id))
+    assert index == 0 and hidden.shape == (LAYERS + 1, len(text.input_ids), model.config.hidden_size)
+    assert np.isfinite(hidden).all()
+
+
+def test_the_longest_input_the_api_accepts_runs(family, classifier):
+    model, tokenizer = classifier
+    longest = max_positions(model, tokenizer)
+    assert longest == 64 - reserved_positions(model)
+    assert reserved_positions(model) == (2 if ARCHITECTURES[family].position_padding_idx is not None else 0)
+    word = tokenizer.convert_tokens_to_ids(tokenizer.tokenize("film"))[-1]
+    ids = torch.tensor([[tokenizer.cls_token_id, *[word] * (longest - 2), tokenizer.sep_token_id]])
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    assert torch.isfinite(logits).all()
+
+
+def test_an_unsupported_family_is_named_with_the_supported_ones():
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    config = GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=1, n_head=2, pad_token_id=0)
+    with pytest.raises(UnsupportedArchitectureError, match="'gpt2'") as raised:
+        architecture(config)
+    assert isinstance(raised.value, ValueError) and raised.value.model_type == "gpt2"
+    assert all(name in str(raised.value) for name in SUPPORTED_MODEL_TYPES)
+    model = GPT2ForSequenceClassification(config).eval()
+    ids = torch.tensor([[1, 5, 6, 2]])
+    with pytest.raises(UnsupportedArchitectureError, match="gpt2"):
+        token_signals(model, ids, torch.ones_like(ids), torch.tensor([0]), ["attention"])
+    assert reserved_positions(model) == 0  # nothing known, nothing assumed
+    with pytest.raises(UnsupportedArchitectureError, match="None"):
+        architecture(object())
+
+
+def test_the_methods_that_need_attentions_are_named_when_a_model_returns_none(tiny_classifier):
+    assert {"raw_attention", "attention_rollout", "gae", "attcat", "attention_x_gradient", "expnet_paper",
+            "expnet_plus"} == set(attention_methods())
+    assert needs_attentions("gae") and not needs_attentions("saliency") and not needs_attentions("no_such_method")
+    model, tokenizer = tiny_classifier("bert", attn_implementation="sdpa")
+    batch = make_batch([[tokenizer.cls_token_id, 7, 8, tokenizer.sep_token_id]], [0], tokenizer)
+    with pytest.raises(ValueError, match="attn_implementation='eager'") as raised:
+        EXPLAINERS["raw_attention"]().explain(model, batch)
+    assert "attention_rollout" in str(raised.value) and "saliency" not in str(raised.value)
+    assert "'sdpa'" in no_attentions_message(model, ["saliency", "gae"])
+    assert "gae" in no_attentions_message(model, ["saliency", "gae"])
