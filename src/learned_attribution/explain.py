@@ -50,7 +50,7 @@ from learned_attribution.evaluation import make_batch, method_explainer
 from learned_attribution.explainers import EXPLAINERS, Explainer
 from learned_attribution.metrics.plausibility import budget_k, threshold_mask, top_k_mask
 from learned_attribution.models import artifacts
-from learned_attribution.models.architectures import reserved_positions
+from learned_attribution.models.architectures import architecture, reserved_positions
 from learned_attribution.models.runner import iter_batches, predict_proba, resolve_device
 from learned_attribution.models.signals import token_vocabulary
 from learned_attribution.tasks import FOLD_PREFIX, FOLDS, TASKS
@@ -293,9 +293,16 @@ class FoldExplainer:
         self.card = json.loads((folder / FOLD_CARD).read_text())
         self.learned = {"expnet_plus": artifacts.load_explainer(folder / "expnet_plus"),
                         "expnet_paper": artifacts.load_explainer(folder / "expnet_paper")}
+        architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
+        # A learned explainer reads a fixed number of layers and heads; a classifier of another shape can still be
+        # explained by every baseline, so the check applies to the learned methods asked for, not to the fold.
+        self._incompatible: dict[str, str] = {}
         for name, learned in self.learned.items():
-            artifacts.check_compatible(learned.context, classifier.model, classifier.tokenizer,
-                                       where=f"{folder.name}/{name}")
+            try:
+                artifacts.check_compatible(learned.context, classifier.model, classifier.tokenizer,
+                                           where=f"{folder.name}/{name}")
+            except artifacts.IncompatibleClassifierError as error:
+                self._incompatible[name] = str(error)
         self.classifier = classifier
         self.device = resolve_device(device)
         classifier.model.to(self.device).eval()
@@ -346,8 +353,14 @@ class FoldExplainer:
 
     @property
     def default_methods(self) -> list[str]:
-        """ExpNet+ and the fold's best baseline (by AUROC on its held-out task)."""
-        return ["expnet_plus", self.card["best_baseline"]]
+        """ExpNet+ and the fold's best baseline (by AUROC on its held-out task); the baseline alone for a classifier
+        ExpNet+ cannot read (another depth, head count or tokenizer: `incompatible`)."""
+        return [m for m in ("expnet_plus", self.card["best_baseline"]) if m not in self._incompatible]
+
+    @property
+    def incompatible(self) -> dict[str, str]:
+        """The learned methods this classifier cannot be explained with, each with what differs."""
+        return dict(self._incompatible)
 
     def is_signed(self, method: str) -> bool:
         return EXPLAINERS[method].signed
@@ -355,6 +368,10 @@ class FoldExplainer:
     def explainer(self, method: str) -> Explainer:
         if method not in self.methods:
             raise ExplainInputError(f"unknown method {method!r}; available: {self.methods}")
+        if method in self._incompatible:
+            usable = [m for m in self.methods if m not in self._incompatible]
+            raise artifacts.IncompatibleClassifierError(
+                f"{self._incompatible[method]}. The other methods run on this classifier: {usable}")
         if method not in self._explainers:
             self._explainers[method] = method_explainer(
                 method, expnet=self.learned["expnet_paper"], expnet_plus=self.learned["expnet_plus"], layer=self.layer,

@@ -128,10 +128,12 @@ def test_bring_your_own_classifier_folder(tiny_models_dir, tmp_path, classifier_
     assert default[0].probability != pytest.approx(result.probability, abs=1e-6)  # really another classifier
 
 
-def test_an_incompatible_classifier_stops_before_explaining(tiny_models_dir, tmp_path, classifier_writer):
+def test_an_incompatible_classifier_stops_before_a_learned_method_explains(tiny_models_dir, tmp_path,
+                                                                            classifier_writer):
     other = classifier_writer(tmp_path / "deeper", num_hidden_layers=3)
+    explainer = FoldExplainer.from_fold("heldout_sst2", classifier=other, models_dir=tiny_models_dir)
     with pytest.raises(ValueError, match="num_hidden_layers: explainer 2, classifier 3"):
-        FoldExplainer.from_fold("heldout_sst2", classifier=other, models_dir=tiny_models_dir)
+        explainer.explain(["the movie was good"], methods=["saliency", "expnet_plus"])
 
 
 def test_bad_inputs_name_what_is_wrong(fold, tiny_models_dir, tmp_path):

@@ -41,7 +41,18 @@ def test_training_learns_a_separable_signal_and_stops_early():
     assert training.history[training.best_epoch - 1]["val_auroc"] > 0.97
     probabilities = training.predict(x[1500:])
     assert ((probabilities > 0.5) == y[1500:].astype(bool)).mean() > 0.85
-    assert len(training.history) <= 30
+
+    # Early stopping, not the epoch cap (the cap is far away): training ends exactly `patience` epochs after the
+    # best one, none of which beat it, and the network kept is the best epoch's (its validation AUROC reproduces).
+    stopped = ExpNetConfig(max_epochs=500, patience=3, learning_rate=1e-2, batch_size=128)
+    noisy = rng.random(500) < 0.5  # validation labels unrelated to the inputs: no lasting improvement possible
+    early = train_expnet(x[:1500], y[:1500], x[1500:], noisy.astype(np.float32), stopped)
+    assert len(early.history) == early.best_epoch + 3 < stopped.max_epochs
+    best = early.history[early.best_epoch - 1]["val_auroc"]
+    assert all(h["val_auroc"] <= best for h in early.history[early.best_epoch:])
+    from sklearn.metrics import roc_auc_score
+
+    assert roc_auc_score(noisy, early.predict(x[1500:])) == pytest.approx(best, abs=1e-6)
 
 
 def test_calibrated_threshold_maximises_validation_f1():

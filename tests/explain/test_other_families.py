@@ -1,0 +1,82 @@
+"""A fold trained on tiny BERTs applied to classifiers of other families and shapes (issue 12): every baseline
+explains them through the API, the CLI and the served model; a learned explainer that cannot read the shape is
+refused by name, and the default methods fall back to the fold's best baseline."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from learned_attribution.console import main
+from learned_attribution.explain import FoldExplainer
+from learned_attribution.models.artifacts import IncompatibleClassifierError
+
+TEXTS = ["the movie was good", "a boring plot , but the actors were fun !"]
+# Other families, depths and head counts than the fold's 2-layer, 2-head BERT.
+OTHERS = [("roberta", 3, 4), ("distilbert", 1, 4), ("xlm-roberta", 2, 1), ("deberta-v2", 3, 2), ("electra", 2, 4),
+          ("mpnet", 3, 2)]
+BASELINES = ["saliency", "gae", "attention_x_gradient", "raw_attention", "integrated_gradients", "occlusion"]
+
+
+@pytest.fixture(scope="module")
+def saved_classifiers(tmp_path_factory, tiny_classifier):
+    """family -> a folder saved with save_pretrained (model and tokenizer), as a user brings their own."""
+    folders = {}
+    for family, layers, heads in OTHERS:
+        model, tokenizer = tiny_classifier(family, n_layers=layers, n_heads=heads, hidden=16)
+        folder = tmp_path_factory.mktemp(family.replace("-", "_"))
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        folders[family] = folder
+    return folders
+
+
+@pytest.mark.parametrize("family", [family for family, _, _ in OTHERS])
+def test_every_baseline_explains_another_family_through_the_api(tiny_models_dir, saved_classifiers, family):
+    explainer = FoldExplainer.from_fold("heldout_sst2", classifier=saved_classifiers[family], models_dir=tiny_models_dir,
+                                        device="cpu")
+    assert set(explainer.incompatible) == {"expnet_plus", "expnet_paper"}
+    assert explainer.default_methods == ["saliency"]  # the fold's best baseline
+    results = explainer.explain(TEXTS, methods=BASELINES)
+    for text, result in zip(TEXTS, results):
+        assert result.text == text and len(result.words) == len(result.offsets)
+        for method in BASELINES:
+            scores = np.asarray([s for s in result.word_scores[method] if s is not None], float)
+            assert len(scores) == len(result.words) and np.isfinite(scores).all(), (family, method)
+    with pytest.raises(IncompatibleClassifierError, match=r"heldout_sst2/expnet_plus was trained for a bert classifier "
+                                                          r"with 2 layers and 2 heads .* The other methods run on "
+                                                          r"this classifier: \[.*'saliency'"):
+        explainer.explain(TEXTS, methods=["expnet_plus"])
+
+
+def test_the_cli_runs_the_baselines_on_a_roberta_and_names_the_learned_refusal(tiny_models_dir, saved_classifiers,
+                                                                              tmp_path, capsys):
+    """The trial of the issue: --classifier TINY_ROBERTA --method saliency --method gae exited 2."""
+    output = tmp_path / "out.jsonl"
+    code = main(["explain", "--fold", "heldout_sst2", "--models-dir", str(tiny_models_dir), "--classifier",
+                 str(saved_classifiers["roberta"]), "--method", "saliency", "--method", "gae", "--output", str(output),
+                 *TEXTS])
+    assert code == 0
+    records = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [r["text"] for r in records] == TEXTS and set(records[0]["scores"]) == {"saliency", "gae"}
+    code = main(["explain", "--fold", "heldout_sst2", "--models-dir", str(tiny_models_dir), "--classifier",
+                 str(saved_classifiers["roberta"]), "--method", "expnet_plus", TEXTS[0]])
+    assert code == 2 and "cannot read this one" in capsys.readouterr().err
+
+
+def test_a_served_fold_bundled_with_another_family_answers_with_its_baselines(tiny_models_dir, saved_classifiers,
+                                                                             tmp_path):
+    import mlflow.pyfunc
+
+    from learned_attribution.serving import ServedError, save_fold_model
+
+    model = mlflow.pyfunc.load_model(str(save_fold_model(tiny_models_dir / "heldout_sst2",
+                                                         saved_classifiers["distilbert"], tmp_path / "model")))
+    served = model.predict(pd.DataFrame({"text": TEXTS}))
+    api = FoldExplainer.from_fold("heldout_sst2", classifier=saved_classifiers["distilbert"],
+                                  models_dir=tiny_models_dir, device="cpu").explain(TEXTS, ids=["0", "1"])
+    assert json.dumps(served) == json.dumps([e.record() for e in api]) and set(served[0]["scores"]) == {"saliency"}
+    with pytest.raises(ServedError, match="cannot read this one"):
+        model.predict(pd.DataFrame({"text": TEXTS}), params={"methods": "expnet_plus"})
