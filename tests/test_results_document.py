@@ -71,8 +71,12 @@ def test_marked_blocks_are_rewritten_in_place_and_the_rest_is_kept(reports, tmp_
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- results:headline -->\nold table\n<!-- /results:headline -->\n"
                       "<!-- results:serving_load -->\nkept: no serving report\n<!-- /results:serving_load -->\nend\n")
+    (reports / "afn").mkdir()
+    (reports / "afn" / "rh_by_layer.png").write_bytes(b"png")
+    (reports / "afn_report.md").write_text("# AFN report\n\n![R_H by layer](afn/rh_by_layer.png)\n")
     written = write_results(reports, tmp_path / "results.md", [readme])
-    assert written == [tmp_path / "results.md", readme]  # no cost chart in these reports
+    assert written == [tmp_path / "images" / "afn_rh_by_layer.png", tmp_path / "results.md", readme]
+    assert "![R_H by layer](images/afn_rh_by_layer.png)" in (tmp_path / "results.md").read_text()
     text = readme.read_text()
     assert text.startswith("intro\n<!-- results:headline -->\n| held-out task |") and "old table" not in text
     assert "kept: no serving report" in text and text.endswith("<!-- /results:serving_load -->\nend\n")

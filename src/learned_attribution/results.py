@@ -286,7 +286,8 @@ def results_document(reports: Reports, commit: str | None = None) -> str:
                         ("ExpNet+ ablation (`expnet_plus_ablation.md`)", reports.ablation_page),
                         ("AFN (`afn_report.md`)", reports.afn)):
         if page is not None:
-            lines += [f"## {title}", "", _demote(page.strip()), ""]
+            # The AFN report links its plots beside it (afn/<plot>.png); write_results copies them to images/.
+            lines += [f"## {title}", "", _demote(page.strip()).replace("](afn/", "](images/afn_"), ""]
     if reports.missing:
         lines += [f"Not in this run's reports (sections left out): {', '.join(sorted(reports.missing))}.", ""]
     return "\n".join(lines)
@@ -320,18 +321,19 @@ def fill_marked_blocks(text: str, blocks: dict[str, str], where: str) -> str:
 
 def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
                   commit: str | None = None) -> list[Path]:
-    """Write the results document to `output` (with the folds' cost charts in `images/` beside it) and fill the
-    marked blocks of each README; returns what was written."""
+    """Write the results document to `output` (with the folds' cost charts and the AFN plots in `images/` beside
+    it) and fill the marked blocks of each README; returns what was written."""
     reports = Reports.read(reports_folder)
     written = []
     if output is not None:
         output = Path(output)
-        for task in TASKS:
-            chart = reports.folder / "crosstask" / f"cost_{task}.png"
+        charts = [(reports.folder / "crosstask" / f"cost_{task}.png", f"cost_{task}.png") for task in TASKS]
+        charts += [(path, f"afn_{path.name}") for path in sorted((reports.folder / "afn").glob("*.png"))]
+        for chart, name in charts:
             if chart.is_file():
                 (output.parent / "images").mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(chart, output.parent / "images" / chart.name)
-                written.append(output.parent / "images" / chart.name)
+                shutil.copyfile(chart, output.parent / "images" / name)
+                written.append(output.parent / "images" / name)
         write_text_atomically(output, results_document(reports, commit))
         written.append(output)
     blocks = marked_blocks(reports)
