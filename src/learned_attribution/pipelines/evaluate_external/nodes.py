@@ -252,6 +252,11 @@ def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
     return classifier, expnet, artifacts[f"expnet_plus_{fold}"], budget
 
 
+def marks_every_token(examples: pd.DataFrame) -> pd.Series:
+    """Per example: whether its rationale marks every (non-special) token, where per-example AUROC is undefined."""
+    return examples["token_labels"].map(lambda labels: bool((gold_labels(labels) == 1).all()))
+
+
 def predict_external(examples: pd.DataFrame, classifier: TrainedClassifier, max_length: int,
                      settings: dict[str, Any], compute: dict[str, Any] | None = None, seed: int = 0) -> pd.DataFrame:
     """Project word rationales to subwords (classifier's tokenizer, `max_length`), keep the examples that will be
@@ -284,7 +289,7 @@ def predict_external(examples: pd.DataFrame, classifier: TrainedClassifier, max_
     if len(scored) < int((~no_rationale).sum()):
         logger.info("%s: max_examples=%s: a seeded sample of %d of the %d examples with a rationale is scored", file,
                     settings["max_examples"], len(scored), int((~no_rationale).sum()))
-    all_tokens = scored["token_labels"].map(lambda labels: bool((gold_labels(labels) == 1).all()))
+    all_tokens = marks_every_token(scored)
     if all_tokens.any():
         logger.warning("%s: %d of %d scored examples mark every token as rationale: their per-example AUROC and "
                        "AUPRC are undefined (no token outside the rationale to rank below it), left out of auroc and "
@@ -395,7 +400,7 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
     if Path(file).is_file():  # the rationale file with its SHA-256 (a datasets folder is named by the param)
         client.log_inputs(run_id, tracking.raw_file_inputs({"external_rationales": file}))
     try:
-        all_tokens = predictions["token_labels"].map(lambda labels: bool((gold_labels(labels) == 1).all()))
+        all_tokens = marks_every_token(predictions)
         params = {"file": file, "file_resolved": str(Path(file).resolve()), "classifier_task": task,
                   "expnet_fold": fold, "fold_held_out_task": fold_held_out_task(fold),
                   "classifier_is_folds_held_out": task == fold_held_out_task(fold), "max_length": max_length,
