@@ -92,45 +92,71 @@ def parse_setting(text: str) -> tuple[str, str, object]:
     return method, key, yaml.safe_load(value)
 
 
-def quick_expnet(n_features: int, seed: int):
-    """An ExpNet trained for two epochs on random features of the right width: its cost is what matters."""
-    from learned_attribution.models.expnet import ExpNetConfig, train_expnet
+def paper_expnet_spec() -> tuple[object, object]:
+    """The paper's ExpNet as the pipeline declares it (`crosstask.expnet` of conf/base/parameters_crosstask.yml): its
+    variant of the one learned-explainer core and its training settings."""
+    from learned_attribution.models.learned import TrainingSettings, Variant
 
+    spec = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet"]
+    return Variant.from_params("expnet_paper", spec["variant"]), TrainingSettings(**spec["training"])
+
+
+def quick_expnet(n_features: int, seed: int):
+    """The paper's ExpNet (its declared variant and settings) trained for two epochs on random attention features
+    of the right width: its cost is what matters."""
+    from dataclasses import replace
+
+    from learned_attribution.models.features import feature_names
+    from learned_attribution.models.learned import fit_variant
+
+    variant, training = paper_expnet_spec()
+    columns = feature_names(n_features // 2)
     rng = np.random.default_rng(seed)
-    features = rng.random((2000, n_features)).astype(np.float32)
-    labels = (rng.random(2000) < 0.3).astype(np.float32)
-    return train_expnet(features[:1600], labels[:1600], features[1600:], labels[1600:],
-                        ExpNetConfig(max_epochs=2, seed=seed))
+    table = pd.DataFrame(rng.random((2000, len(columns))).astype(np.float32), columns=columns)
+    table["token_label"] = (rng.random(2000) < 0.3).astype(np.float32)
+    table["example_id"] = np.arange(2000) // 20  # examples of 20 tokens
+    table["task"] = "random"
+    return fit_variant(variant, table.iloc[:1600], table.iloc[1600:], None, {}, columns, 0.3,
+                       replace(training, max_epochs=2, seed=seed))
 
 
 def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
-    """The pipeline's trained ExpNet (a `heldout_<task>/expnet_paper` folder) when present and of the right
-    width, else a quick one (and why)."""
-    from learned_attribution.models.artifacts import is_complete, load_explainer
-    from learned_attribution.models.expnet import ExpNetTraining
+    """The pipeline's trained ExpNet (a `heldout_<task>/expnet_paper` folder) when present, readable (an artifact
+    of an older format, from a run before an upgrade, is not) and of the right width, else a quick one (and why)."""
+    from learned_attribution.models.artifacts import is_complete, load_explainer, read_config
 
-    if is_complete(path):
+    readable, note = is_complete(path), f"{path} not found"
+    if readable:
+        try:
+            read_config(path)
+        except ValueError as error:
+            readable, note = False, str(error)
+    if readable:
         training = load_explainer(path)
-        if not isinstance(training, ExpNetTraining):
-            raise TypeError(f"--expnet {path}: expected the paper's ExpNet, found {type(training).__name__}")
-        if training.model.n_features == n_features:
+        if tuple(training.variant.feature_sets) != ("attention",):
+            raise TypeError(f"--expnet {path}: expected the paper's ExpNet (a variant over the attention set), found "
+                            f"variant {training.variant.name!r} over {list(training.variant.feature_sets)}")
+        if len(training.columns) == n_features:
             return training, f"trained ExpNet {path}"
-        note = f"{path} reads {training.model.n_features} features, the model gives {n_features}"
-    else:
-        note = f"{path} not found"
+        note = f"{path} reads {len(training.columns)} features, the model gives {n_features}"
     return quick_expnet(n_features, seed), f"ExpNet trained for 2 epochs on random features ({note}); same cost"
 
 
 def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tuple[dict, str]:
     """{variant name: ExpNet+}: the pipeline's retrained variants when present (`heldout_<task>/
-    expnet_plus_variants`), else every variant of conf/base/parameters_crosstask.yml with an untrained
-    network (same cost)."""
+    expnet_plus_variants`) and readable, else every variant of conf/base/parameters_crosstask.yml with an untrained
+    network and identity input statistics (same cost)."""
     from learned_attribution.models.artifacts import load_explainers
-    from learned_attribution.models.expnet_plus import ExpNetPlus, TrainingSettings, Variant, build_variant_network
+    from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
+                                                    build_variant_network)
     from learned_attribution.models.signals import columns_for
 
+    why = f"{path} not found"
     if path.is_dir():
-        return load_explainers(path), f"trained variants {path}"
+        try:
+            return load_explainers(path), f"trained variants {path}"
+        except ValueError as error:  # an older artifact format
+            why = str(error)
     specs = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
     torch.manual_seed(seed)
     training = TrainingSettings(**specs["training"])
@@ -139,9 +165,10 @@ def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tu
         variant = Variant.from_params(name, settings or {})
         columns = columns_for(variant.feature_sets, n_heads, n_layers)
         net = build_variant_network(variant, columns, training).eval()
-        models[name] = ExpNetPlus(variant, columns, net, np.zeros(len(columns), np.float32),
-                                  np.ones(len(columns), np.float32))
-    return models, f"untrained networks ({path} not found); same cost"
+        inputs = InputPipeline.for_variant(variant, columns)
+        inputs.mean, inputs.std = np.zeros(len(columns), np.float32), np.ones(len(columns), np.float32)
+        models[name] = LearnedExplainer(variant, inputs, net)
+    return models, f"untrained networks ({why}); same cost"
 
 
 def api_explainer(setup, expnet_training, expnet_plus: dict, layer: int, folder: Path):
@@ -202,7 +229,8 @@ def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_tr
     for name in names:
         settings = dict(overrides.get(name, {}))
         if name == "expnet_paper":
-            explainers[name] = build_explainer(name, **{"training": expnet_training, "layer": layer, **settings})
+            explainers[name] = build_explainer(name, **{"model": expnet_training, "layer": layer,
+                                                        "vocabulary": token_vocabulary(tokenizer), **settings})
         elif name == "expnet_plus":
             vocabulary = token_vocabulary(tokenizer)
             for variant, model in expnet_plus.items():

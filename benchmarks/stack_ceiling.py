@@ -26,8 +26,9 @@ import pandas as pd
 import torch
 import yaml
 
-from learned_attribution.models.expnet_plus import (SIGNS, TrainingSettings, Variant, fit_variant, mean_example_auroc,
-                                                    score_examples, validation_auroc)
+from learned_attribution.metrics.plausibility import mean_example_auroc
+from learned_attribution.models.learned import TrainingSettings, Variant, fit_variant, score_examples, validation_auroc
+from learned_attribution.models.learned.recipe import SIGNS
 from learned_attribution.models.signals import columns_for
 from learned_attribution.reporting import markdown_table
 
@@ -57,7 +58,7 @@ def example_auroc(table: pd.DataFrame, score: pd.Series) -> float:
     return mean_example_auroc([g["score"].to_numpy() for _, g in groups], [g["token_label"].to_numpy() for _, g in groups])
 
 
-def cross_fitted_auroc(variant: Variant, table: pd.DataFrame, task: str, columns: list[str], n_heads: int,
+def cross_fitted_auroc(variant: Variant, table: pd.DataFrame, task: str, columns: list[str],
                        training: TrainingSettings, seed: int = 0) -> float:
     """Mean per-example AUROC when the examples are split in two seeded halves and each half is scored by `variant`
     fit on the other: what in-task supervision with these inputs reaches, without scoring its own training data."""
@@ -66,7 +67,7 @@ def cross_fitted_auroc(variant: Variant, table: pd.DataFrame, task: str, columns
     scores, gold = [], []
     for fit_ids, scored_ids in (halves, halves[::-1]):
         fit_rows, scored_rows = (table[table["example_id"].isin(i)] for i in (fit_ids, scored_ids))
-        model = fit_variant(variant, fit_rows, fit_rows, scored_rows, {task: table}, columns, 0.2, n_heads, training)
+        model = fit_variant(variant, fit_rows, fit_rows, scored_rows, {task: table}, columns, 0.2, training)
         scored = score_examples(model, scored_rows)
         labels = scored_rows.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
         scores += list(scored["scores"])
@@ -89,12 +90,12 @@ def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_laye
             columns = columns_for(variant.feature_sets, n_heads, n_layers)
             present = {subset: part for subset, part in subsets.items() if len(part)}
             in_sample = {subset: validation_auroc(fit_variant(variant, part, part, part, {task: part}, columns, 0.2,
-                                                              n_heads, training), part)
+                                                              training), part)
                          for subset, part in present.items()}
             rows.append({"task": task, "what": f"CEILING: {label}, {signs} inputs, fit and scored on these rationales",
                          **{f"auroc_{subset}": value for subset, value in in_sample.items()}})
             rows.append({"task": task, "what": f"IN-TASK: {label}, {signs} inputs, cross-fitted on two halves",
-                         **{f"auroc_{subset}": cross_fitted_auroc(variant, part, task, columns, n_heads, training)
+                         **{f"auroc_{subset}": cross_fitted_auroc(variant, part, task, columns, training)
                             for subset, part in present.items()}})
     return [{**row, **{f"n_{subset}": count for subset, count in counts.items()}} for row in rows]
 

@@ -232,10 +232,9 @@ def method_explainer(name: str, *, expnet, expnet_plus, layer: int, vocabulary: 
                      settings: dict[str, Any] | None = None) -> Explainer:
     """The explainer registered as `name`: the fold's ExpNet+ or paper's ExpNet reading `layer`, or a baseline
     built with its `settings`."""
-    if name == "expnet_plus":
-        return build_explainer(name, model=expnet_plus, layer=layer, vocabulary=vocabulary)
-    if name == "expnet_paper":
-        return build_explainer(name, training=expnet, layer=layer)
+    if name in ("expnet_plus", "expnet_paper"):
+        return build_explainer(name, model=expnet_plus if name == "expnet_plus" else expnet, layer=layer,
+                               vocabulary=vocabulary)
     return build_explainer(name, **(settings or {}))
 
 

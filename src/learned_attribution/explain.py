@@ -59,6 +59,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MODELS_DIR = Path("data/06_models")
 LEARNED = ("expnet_plus", "expnet_paper")
+SHAPE_FREE_FOLDER = "expnet_plus_shape_free"  # the fold's best shape-free variant (issue 12)
 FOLD_CARD = "fold.json"
 BUNDLED_CLASSIFIER = "classifier"
 WORD_SPLITS = ("tokenizer", "whitespace")
@@ -95,6 +96,7 @@ class Explanation:
     id: str | None = None
     offsets: list[tuple[int, int]] | None = None  # each word's [start, end) in `text`; None for a given word list
     unknown_share: float = 0.0  # share of the subword tokens that are the tokenizer's unknown token
+    variants: dict[str, str] = field(default_factory=dict)  # the trained variant each learned method applied
 
     @property
     def mostly_unknown(self) -> bool:
@@ -107,7 +109,8 @@ class Explanation:
                 "offsets": None if self.offsets is None else [[start, end] for start, end in self.offsets],
                 "predicted": self.predicted, "label": self.label, "probability": self.probability,
                 "truncated": self.truncated, "unknown_share": self.unknown_share,
-                "mostly_unknown": self.mostly_unknown, "scores": self.word_scores, "rationale": self.rationale}
+                "mostly_unknown": self.mostly_unknown, "variants": self.variants, "scores": self.word_scores,
+                "rationale": self.rationale}
 
 
 def split_words(text: str) -> list[str]:
@@ -294,15 +297,23 @@ class FoldExplainer:
         self.learned = {"expnet_plus": artifacts.load_explainer(folder / "expnet_plus"),
                         "expnet_paper": artifacts.load_explainer(folder / "expnet_paper")}
         architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
-        # A learned explainer reads a fixed number of layers and heads; a classifier of another shape can still be
-        # explained by every baseline, so the check applies to the learned methods asked for, not to the fold.
+        # A learned explainer reads a fixed number of layers and heads unless it is shape-free; a classifier of
+        # another shape can still be explained by every baseline, so the check applies to the learned methods asked
+        # for, not to the fold. `expnet_plus` falls back to the fold's best shape-free variant (issue 12).
         self._incompatible: dict[str, str] = {}
-        for name, learned in self.learned.items():
+        for name, learned in list(self.learned.items()):
             try:
-                artifacts.check_compatible(learned.context, classifier.model, classifier.tokenizer,
+                artifacts.check_compatible(learned, classifier.model, classifier.tokenizer,
                                            where=f"{folder.name}/{name}")
             except artifacts.IncompatibleClassifierError as error:
-                self._incompatible[name] = str(error)
+                fallback = folder / SHAPE_FREE_FOLDER
+                if name == "expnet_plus" and artifacts.is_complete(fallback):
+                    self.learned[name] = artifacts.load_explainer(fallback)
+                    logger.info("%s: the chosen ExpNet+ variant %r cannot read this classifier (%s); its shape-free "
+                                "variant %r explains it", folder.name, learned.variant.name, error,
+                                self.learned[name].variant.name)
+                else:
+                    self._incompatible[name] = str(error)
         self.classifier = classifier
         self.device = resolve_device(device)
         classifier.model.to(self.device).eval()
@@ -354,7 +365,7 @@ class FoldExplainer:
     @property
     def default_methods(self) -> list[str]:
         """ExpNet+ and the fold's best baseline (by AUROC on its held-out task); the baseline alone for a classifier
-        ExpNet+ cannot read (another depth, head count or tokenizer: `incompatible`)."""
+        that no ExpNet+ variant of the fold can read (a fold saved without a shape-free variant: `incompatible`)."""
         return [m for m in ("expnet_plus", self.card["best_baseline"]) if m not in self._incompatible]
 
     @property
@@ -482,6 +493,7 @@ class FoldExplainer:
                 probability=float(probabilities[row, predicted]), truncated=bool(record.truncated),
                 offsets=None if record.offsets is None else [tuple(o) for o in record.offsets],
                 unknown_share=float(record.unknown_share))
+            explanation.variants = {m: self.learned[m].variant.name for m in methods if m in self.learned}
             for method in methods:
                 scores = token_scores[method][row, positions]
                 explanation.token_scores[method] = scores.tolist()

@@ -267,10 +267,10 @@ class MlflowFoldRunsHook:
                                        for metric in ("val_auroc", "auroc", "auprc", "f1_matched", "f1_own_calibrated",
                                                       "auroc_seed_mean", "auroc_seed_sd")
                                        if pd.notna(r.get(metric))})
-        elif name in ("expnet", "expnet_plus"):
+        elif name in ("expnet", "expnet_plus", "expnet_plus_shape_free"):
             # The saved folder (safetensors + config.json, models/artifacts.py), as the Python API reads it.
             folder = self._catalog.get(f"{namespace}.{name}").path
-            client.log_artifacts(run_id, str(folder), "expnet_paper" if name == "expnet" else "expnet_plus")
+            client.log_artifacts(run_id, str(folder), "expnet_paper" if name == "expnet" else name)
             if name == "expnet_plus":
                 client.set_tag(run_id, "expnet_plus_variant", data.variant.name)
                 self._log_steps(run_id, tracking.step_metrics("expnet_plus_training", data.history))

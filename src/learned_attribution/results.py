@@ -102,6 +102,30 @@ def headline_table(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> str:
     return "\n".join(lines)
 
 
+def shape_free_table(ablation: pd.DataFrame) -> str:
+    """Markdown: per fold, the chosen ExpNet+ variant beside the shape-free variant the fold keeps for classifiers of
+    other shapes (the best shape-free one by validation AUROC) and every other shape-free candidate: what crossing
+    architectures costs on the fold's own architecture (held-out AUROC and matched F1 with 95% intervals)."""
+    lines = ["| held-out task | variant | role | validation AUROC | held-out AUROC | matched F1 | AUROC minus the chosen's |",
+             "|---|---|---|---|---|---|---|"]
+    variants = ablation[ablation["val_auroc"].notna()]
+    for fold, rows in variants.groupby("fold", sort=False):
+        chosen = rows[rows["selected"] == True]  # noqa: E712 (column of bools)
+        free = rows[rows["shape_free"] == True].sort_values("val_auroc", ascending=False)  # noqa: E712
+        if not len(chosen) or not len(free):
+            continue
+        chosen = chosen.iloc[0]
+        kept = free.iloc[0]["variant"]
+        shown = [(chosen, "chosen" + (", shape-free" if chosen["shape_free"] else ""))]
+        shown += [(r, "kept for other shapes" if r["variant"] == kept else "shape-free candidate")
+                  for _, r in free.iterrows() if r["variant"] != chosen["variant"]]
+        for row, role in shown:
+            difference = "" if row["variant"] == chosen["variant"] else f"{row['auroc'] - chosen['auroc']:+.3f}"
+            lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {row['variant']} | {role} | {row['val_auroc']:.4f} | "
+                         f"{_interval(row, 'auroc')} | {_interval(row, 'f1_matched')} | {difference} |")
+    return "\n".join(lines)
+
+
 def paper_comparison_table(metrics: pd.DataFrame) -> str:
     """Markdown: the paper's matched F1 (bert-base) beside this run's, per held-out task."""
     lines = ["| held-out task | paper: ExpNet F1 | paper: best baseline F1 | here: paper's ExpNet F1 | "
@@ -263,6 +287,12 @@ def results_document(reports: Reports, commit: str | None = None) -> str:
              "density); \"best baseline\" is among the methods run on every example.", "",
              "## Cross-task headline (`crosstask_metrics.csv`, `expnet_plus_ablation.csv`)", "",
              headline_table(reports.metrics, reports.ablation), "",
+             *(["## Shape-free variants beside the chosen one (`expnet_plus_ablation.csv`)", "",
+                "A shape-free variant reads no per-layer or per-head column, so it explains a classifier of any supported "
+                "family and shape; each fold keeps its best (by validation AUROC) for such classifiers. Scored here on "
+                "the fold's own classifier: the cost of crossing architectures on the same architecture.", "",
+                shape_free_table(reports.ablation), ""]
+               if reports.ablation is not None and "shape_free" in reports.ablation else []),
              "## The paper's claim at this scale (`crosstask_metrics.csv`; the paper's numbers are bert-base)", "",
              paper_comparison_table(reports.metrics), "",
              "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",

@@ -32,7 +32,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 
-from learned_attribution.explain import BUNDLED_CLASSIFIER, FOLD_CARD
+from learned_attribution.explain import BUNDLED_CLASSIFIER, FOLD_CARD, SHAPE_FREE_FOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -107,8 +107,9 @@ def bundle_fold(fold_folder: str | Path, classifier_folder: str | Path, destinat
     fold_folder, destination = Path(fold_folder), Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
     shutil.copy2(fold_folder / FOLD_CARD, destination / FOLD_CARD)
-    for name in ("expnet_paper", "expnet_plus"):
-        shutil.copytree(fold_folder / name, destination / name)
+    for name in ("expnet_paper", "expnet_plus", SHAPE_FREE_FOLDER):
+        if (fold_folder / name).is_dir():  # a fold saved before issue 12 has no shape-free variant
+            shutil.copytree(fold_folder / name, destination / name)
     shutil.copytree(classifier_folder, destination / BUNDLED_CLASSIFIER,
                     ignore=shutil.ignore_patterns("*.partial"))
     return destination

@@ -60,7 +60,7 @@ def test_every_method_equals_the_registry_explainer_on_the_same_batch(fold):
                              "predicted": [r.predicted for r in results]})
     explainers = {"expnet_plus": build_explainer("expnet_plus", model=fold.learned["expnet_plus"], layer=-1,
                                                  vocabulary=token_vocabulary(tokenizer)),
-                  "expnet_paper": build_explainer("expnet_paper", training=fold.learned["expnet_paper"], layer=-1),
+                  "expnet_paper": build_explainer("expnet_paper", model=fold.learned["expnet_paper"], layer=-1),
                   "saliency": build_explainer("saliency"),
                   "integrated_gradients": build_explainer("integrated_gradients", n_steps=4),  # fold.json setting
                   "raw_attention": build_explainer("raw_attention"), "lime": build_explainer("lime", n_samples=20)}
@@ -99,7 +99,8 @@ def test_word_lists_keep_their_segmentation_and_defaults_are_expnet_plus_and_the
     assert result.words == ["the", "movie", "is", "great", "."] and result.text == "the movie is great ."
     assert list(result.word_scores) == ["expnet_plus", "saliency"] == fold.default_methods
     assert set(result.record()) == {"id", "text", "words", "offsets", "predicted", "label", "probability",
-                                    "truncated", "unknown_share", "mostly_unknown", "scores", "rationale"}
+                                    "truncated", "unknown_share", "mostly_unknown", "variants", "scores", "rationale"}
+    assert result.variants == {"expnet_plus": "gated_signals"}  # the fold's chosen variant reads this classifier
 
 
 def test_a_long_text_is_explained_on_its_first_max_length_tokens(tiny_models_dir, caplog):
@@ -133,7 +134,7 @@ def test_an_incompatible_classifier_stops_before_a_learned_method_explains(tiny_
     other = classifier_writer(tmp_path / "deeper", num_hidden_layers=3)
     explainer = FoldExplainer.from_fold("heldout_sst2", classifier=other, models_dir=tiny_models_dir)
     with pytest.raises(ValueError, match="num_hidden_layers: explainer 2, classifier 3"):
-        explainer.explain(["the movie was good"], methods=["saliency", "expnet_plus"])
+        explainer.explain(["the movie was good"], methods=["saliency", "expnet_paper"])
 
 
 def test_bad_inputs_name_what_is_wrong(fold, tiny_models_dir, tmp_path):

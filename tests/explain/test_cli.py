@@ -26,7 +26,7 @@ def test_text_arguments_give_jsonl_and_an_offline_html_page(tiny_models_dir, tmp
     rows = records(out)
     assert [r["id"] for r in rows] == ["1", "2"] and rows[0]["words"] == ["the", "movie", "is", "great", "."]
     for row in rows:
-        assert set(row) == {"id", "text", "words", "offsets", "predicted", "label", "probability", "truncated",
+        assert set(row) == {"id", "text", "words", "offsets", "predicted", "label", "probability", "truncated", "variants",
                             "unknown_share", "mostly_unknown", "scores", "rationale"}
         assert set(row["scores"]) == set(row["rationale"]) == {"expnet_plus", "integrated_gradients"}
         assert all(len(v) == len(row["words"]) for v in [*row["scores"].values(), *row["rationale"].values()])

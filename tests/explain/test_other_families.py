@@ -1,6 +1,7 @@
 """A fold trained on tiny BERTs applied to classifiers of other families and shapes (issue 12): every baseline
-explains them through the API, the CLI and the served model; a learned explainer that cannot read the shape is
-refused by name, and the default methods fall back to the fold's best baseline."""
+explains them through the API, the CLI and the served model; `expnet_plus` explains them with the fold's shape-free
+variant (named in the output); a learned explainer that cannot read the shape (the paper's ExpNet, or ExpNet+ of a
+fold saved without a shape-free variant) is refused by name, and the default methods leave it out."""
 from __future__ import annotations
 
 import json
@@ -34,20 +35,37 @@ def saved_classifiers(tmp_path_factory, tiny_classifier):
 
 
 @pytest.mark.parametrize("family", [family for family, _, _ in OTHERS])
-def test_every_baseline_explains_another_family_through_the_api(tiny_models_dir, saved_classifiers, family):
+def test_every_baseline_and_the_shape_free_expnet_plus_explain_another_family_through_the_api(
+        tiny_models_dir, saved_classifiers, family):
     explainer = FoldExplainer.from_fold("heldout_sst2", classifier=saved_classifiers[family], models_dir=tiny_models_dir,
                                         device="cpu")
-    assert set(explainer.incompatible) == {"expnet_plus", "expnet_paper"}
-    assert explainer.default_methods == ["saliency"]  # the fold's best baseline
-    results = explainer.explain(TEXTS, methods=BASELINES)
+    assert set(explainer.incompatible) == {"expnet_paper"}
+    assert explainer.default_methods == ["expnet_plus", "saliency"]  # ExpNet+ (shape-free) and the best baseline
+    methods = ["expnet_plus", *BASELINES]
+    results = explainer.explain(TEXTS, methods=methods)
     for text, result in zip(TEXTS, results):
         assert result.text == text and len(result.words) == len(result.offsets)
-        for method in BASELINES:
+        assert result.variants == {"expnet_plus": "shape_free_stack"}
+        for method in methods:
             scores = np.asarray([s for s in result.word_scores[method] if s is not None], float)
             assert len(scores) == len(result.words) and np.isfinite(scores).all(), (family, method)
-    with pytest.raises(IncompatibleClassifierError, match=r"heldout_sst2/expnet_plus was trained for a bert classifier "
-                                                          r"with 2 layers and 2 heads .* The other methods run on "
-                                                          r"this classifier: \[.*'saliency'"):
+    with pytest.raises(IncompatibleClassifierError, match=r"heldout_sst2/expnet_paper was trained for a bert "
+                                                          r"classifier with 2 layers and 2 heads .* The other methods "
+                                                          r"run on this classifier: \[.*'saliency'"):
+        explainer.explain(TEXTS, methods=["expnet_paper"])
+
+
+def test_a_fold_without_a_shape_free_variant_refuses_expnet_plus_and_defaults_to_its_best_baseline(
+        tiny_models_dir, saved_classifiers):
+    import shutil
+
+    shutil.rmtree(tiny_models_dir / "heldout_sst2" / "expnet_plus_shape_free")  # as a fold saved before issue 12
+    explainer = FoldExplainer.from_fold("heldout_sst2", classifier=saved_classifiers["roberta"],
+                                        models_dir=tiny_models_dir, device="cpu")
+    assert set(explainer.incompatible) == {"expnet_plus", "expnet_paper"}
+    assert explainer.default_methods == ["saliency"]
+    with pytest.raises(IncompatibleClassifierError, match=r"expnet_plus was trained for a bert classifier .*its "
+                                                          r"variant 'gated_signals' reads one column per layer or head"):
         explainer.explain(TEXTS, methods=["expnet_plus"])
 
 
@@ -62,7 +80,7 @@ def test_the_cli_runs_the_baselines_on_a_roberta_and_names_the_learned_refusal(t
     records = [json.loads(line) for line in output.read_text().splitlines()]
     assert [r["text"] for r in records] == TEXTS and set(records[0]["scores"]) == {"saliency", "gae"}
     code = main(["explain", "--fold", "heldout_sst2", "--models-dir", str(tiny_models_dir), "--classifier",
-                 str(saved_classifiers["roberta"]), "--method", "expnet_plus", TEXTS[0]])
+                 str(saved_classifiers["roberta"]), "--method", "expnet_paper", TEXTS[0]])
     assert code == 2 and "cannot read this one" in capsys.readouterr().err
 
 
@@ -77,6 +95,8 @@ def test_a_served_fold_bundled_with_another_family_answers_with_its_baselines(ti
     served = model.predict(pd.DataFrame({"text": TEXTS}))
     api = FoldExplainer.from_fold("heldout_sst2", classifier=saved_classifiers["distilbert"],
                                   models_dir=tiny_models_dir, device="cpu").explain(TEXTS, ids=["0", "1"])
-    assert json.dumps(served) == json.dumps([e.record() for e in api]) and set(served[0]["scores"]) == {"saliency"}
+    assert json.dumps(served) == json.dumps([e.record() for e in api])
+    assert set(served[0]["scores"]) == {"expnet_plus", "saliency"}
+    assert served[0]["variants"] == {"expnet_plus": "shape_free_stack"}
     with pytest.raises(ServedError, match="cannot read this one"):
-        model.predict(pd.DataFrame({"text": TEXTS}), params={"methods": "expnet_plus"})
+        model.predict(pd.DataFrame({"text": TEXTS}), params={"methods": "expnet_paper"})

@@ -1,36 +1,53 @@
-"""The expnet_plus explainer gives the same token scores as the trained model applied to the extracted
-signal rows (the pipeline scores variants from those rows in the ablation and explains with the explainer)."""
+"""The learned explainers (`expnet_paper` and `expnet_plus`, one class over any `LearnedExplainer`) give the same
+token scores as the trained model applied to the extracted signal rows (the pipeline scores variants from those
+rows in the ablation and explains with the explainer)."""
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.explainers import build_explainer
+from learned_attribution.explainers import EXPLAINERS, build_explainer
 from learned_attribution.explainers.base import make_batch
-from learned_attribution.models.expnet_plus import (ExpNetPlus, TrainingSettings, Variant, build_variant_network,
-                                                    score_examples)
+from learned_attribution.explainers.expnet import LearnedMethod
 from learned_attribution.models.features import extract_token_rows
+from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
+                                                build_variant_network, score_examples)
 from learned_attribution.models.signals import TokenVocabulary, columns_for, token_signals
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP], [CLS, 9, SEP]]
 
 
-@pytest.mark.parametrize("variant", [
-    Variant("attention_only"),
-    Variant("everything", feature_sets=("attention", "attention_x_gradient", "layer_gradient", "saliency",
-                                         "raw_attention_layers", "afn_norm", "position", "token_kind"), gating=True),
-    Variant("within_example", feature_sets=("attention", "layer_gradient", "position"), example_z=True),
-    Variant("stack", feature_sets=("attention", "attention_x_gradient", "saliency"), network="simplex"),
+def test_both_names_are_the_one_learned_method():
+    assert issubclass(EXPLAINERS["expnet_paper"], LearnedMethod) and issubclass(EXPLAINERS["expnet_plus"], LearnedMethod)
+
+
+@pytest.mark.parametrize("name, variant", [
+    ("expnet_paper", Variant("expnet_paper", stopping="token_auroc")),
+    ("expnet_plus", Variant("attention_only")),
+    ("expnet_plus", Variant("everything", feature_sets=("attention", "attention_x_gradient", "layer_gradient",
+                                                        "saliency", "raw_attention_layers", "afn_norm", "position",
+                                                        "token_kind"), gating=True)),
+    ("expnet_plus", Variant("within_example", feature_sets=("attention", "layer_gradient", "position"),
+                            example_z=True)),
+    ("expnet_plus", Variant("stack", feature_sets=("attention", "attention_x_gradient", "saliency"),
+                            network="simplex")),
+    ("expnet_plus", Variant("anchored_magnitudes", feature_sets=("attention", "attention_x_gradient", "saliency"),
+                            anchor="embedding_grad_norm", anchor_weight=0.5, signs="magnitude")),
+    ("expnet_plus", Variant("shape_free", feature_sets=("attention_stats", "attention_x_gradient_stats",
+                                                        "raw_attention_depths", "afn_norm_depths", "layer_gradient",
+                                                        "position"), example_z=True)),
 ])
-def test_explainer_equals_the_model_on_extracted_rows(tiny_bert_classifier, variant):
+def test_explainer_equals_the_model_on_extracted_rows(tiny_bert_classifier, name, variant):
     model = tiny_bert_classifier(num_hidden_layers=2, seed=1)
     columns = columns_for(variant.feature_sets, 2, 2)
     torch.manual_seed(0)
     net = build_variant_network(variant, columns, TrainingSettings(hidden=4, seeds=3)).eval()  # a 3-seed ensemble
     rng = np.random.default_rng(0)
-    trained = ExpNetPlus(variant, columns, net, rng.normal(size=len(columns)).astype(np.float32),
-                         rng.uniform(0.5, 2, size=len(columns)).astype(np.float32))
+    inputs = InputPipeline.for_variant(variant, columns)
+    inputs.mean = rng.normal(size=len(columns)).astype(np.float32)
+    inputs.std = rng.uniform(0.5, 2, size=len(columns)).astype(np.float32)
+    trained = LearnedExplainer(variant, inputs, net)
     vocabulary = TokenVocabulary(continuation=torch.tensor([12, 22]), punctuation=torch.tensor([30]),
                                  closed_class=torch.tensor([7]))
     targets = [1, 0, 1]
@@ -43,7 +60,8 @@ def test_explainer_equals_the_model_on_extracted_rows(tiny_bert_classifier, vari
     table = next(extract_token_rows(examples, compute, columns, 8, PAD, [CLS, SEP, PAD]))
     expected = score_examples(trained, table).set_index("example_id")["scores"]
 
-    explainer = build_explainer("expnet_plus", model=trained, layer=-1, vocabulary=vocabulary)
+    explainer = build_explainer(name, model=trained, layer=-1, vocabulary=vocabulary)
+    assert isinstance(explainer, LearnedMethod) and explainer.model is trained
     batch = make_batch(ROWS, targets, pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=[CLS, SEP, PAD])
     attribution = explainer.explain(model, batch)
     for row, example_id in enumerate(["a", "b", "c"]):

@@ -335,3 +335,25 @@ def test_integrated_gradients_rejects_bad_settings():
         build_explainer("integrated_gradients", mix_lengths="yes")
     with pytest.raises(ValueError, match="approximation method"):
         build_explainer("integrated_gradients", method="simpson")
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "xlm-roberta", "mpnet", "deberta-v2"])
+def test_integrated_gradients_completeness_on_every_position_scheme(family, tiny_classifier):
+    """Completeness on families with absolute, id-derived (RoBERTa, XLM-R, MPNet) and relative (DeBERTa) positions:
+    the baseline endpoint is the path's start, the [PAD] word embeddings at the text's own positions, whatever a
+    family derives its position ids from."""
+    from learned_attribution.evaluation import make_batch
+
+    model, tokenizer = tiny_classifier(family, n_layers=2, n_heads=2)
+    ids = [tokenizer("the film was not good , but fun")["input_ids"], tokenizer("a boring plot")["input_ids"]]
+    batch = make_batch(ids, [1, 0], tokenizer)
+    explainer = build_explainer("integrated_gradients", n_steps=64, internal_batch_size=None)
+    attribution = explainer.explain(model, batch)
+    rows = torch.arange(2)
+    embedding = model.get_input_embeddings()
+    with torch.no_grad(), grad.WordEmbeddingLeaf(model, embedding(grad.pad_baseline_ids(batch))):
+        at_baseline = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[rows, batch.target]
+    with torch.no_grad():
+        at_input = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[rows, batch.target]
+    torch.testing.assert_close(attribution.scores.sum(dim=1), at_input - at_baseline, rtol=2e-3, atol=2e-3)
+    assert explainer.last_convergence_delta.abs().max() < 2e-3

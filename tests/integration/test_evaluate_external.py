@@ -13,6 +13,7 @@ import torch
 
 from learned_attribution.evaluation import METRIC_COLUMNS
 from learned_attribution.hooks import fold_metric_entries
+from learned_attribution.models.features import feature_names
 from learned_attribution.pipelines.evaluate_external.nodes import (ExternalRationaleError, external_settings,
                                                                    fold_held_out_task, metrics_partition_name,
                                                                    parse_external_rationales, predict_external,
@@ -86,7 +87,7 @@ def test_the_shipped_example_file_is_valid():
 
 
 class _Fake:
-    """Stands in for a loaded TrainedClassifier / ExpNetTraining: only the attributes the selection reads."""
+    """Stands in for a loaded TrainedClassifier / LearnedExplainer: only the attributes the selection reads."""
 
     def __init__(self, **attributes):
         self.__dict__.update(attributes)
@@ -97,7 +98,7 @@ def _artifacts(n_heads_by_task: dict[str, int], n_features: int):
     for task in ("hatexplain", "sst2", "cola"):
         config = _Fake(num_attention_heads=n_heads_by_task.get(task, 2))
         artifacts[f"classifier_{task}"] = _Fake(model=_Fake(config=config), task=task)
-        artifacts[f"expnet_heldout_{task}"] = _Fake(feature_mean=np.zeros(n_features), calibrated_threshold=0.125,
+        artifacts[f"expnet_heldout_{task}"] = _Fake(columns=feature_names(n_features // 2), calibrated_threshold=0.125,
                                                     fold=task)
         artifacts[f"expnet_plus_heldout_{task}"] = _Fake(fold=task)
         artifacts[f"budget_heldout_{task}"] = {"rho": {"hatexplain": 0.4, "sst2": 0.3, "cola": 0.2}[task],

@@ -1,9 +1,11 @@
-"""The numpy AUROC and average precision used per example agree with sklearn's, ties included."""
+"""The numpy AUROC and average precision used per example agree with sklearn's, ties included; so does the
+vectorised per-group AUROC (`example_aurocs`) the metrics, the learned explainers' early stopping and the selection
+read."""
 import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from learned_attribution.metrics.plausibility import auroc_score, average_precision
+from learned_attribution.metrics.plausibility import auroc_score, average_precision, example_aurocs, mean_example_auroc
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -24,3 +26,36 @@ def test_known_answers():
     assert average_precision(gold, np.array([4.0, 3, 2, 1])) == pytest.approx(0.5 + 1 / 3)
     assert auroc_score(gold, np.zeros(4)) == 0.5
     assert average_precision(gold, np.zeros(4)) == 0.5  # constant scores: the density
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_example_aurocs_equal_sklearn_per_group_ties_included_and_nan_without_both_classes(seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 12, size=8)
+    groups = np.repeat([f"e{k}" for k in rng.permutation(len(sizes))], sizes)  # ids not in sorted order
+    scores = rng.integers(0, 4, size=len(groups)).astype(float)  # many ties
+    gold = rng.integers(0, 2, size=len(groups))
+    aurocs = example_aurocs(scores, gold, groups)
+    names = np.unique(groups)  # one value per distinct group, in sorted group order
+    assert aurocs.shape == (len(names),)
+    for name, value in zip(names, aurocs):
+        rows = groups == name
+        if len(np.unique(gold[rows])) == 2:
+            assert value == pytest.approx(roc_auc_score(gold[rows], scores[rows]), abs=1e-12)
+        else:
+            assert np.isnan(value)
+    # one group for every token: the pooled token AUROC
+    assert example_aurocs(scores, gold, np.zeros(len(gold)))[0] == pytest.approx(roc_auc_score(gold, scores))
+
+
+def test_example_aurocs_known_answers():
+    scores = np.array([4.0, 3, 2, 1, 1.0, 1.0, 5.0, 0.5, 2.0, 2.0, 2.0])
+    gold = np.array([1, 0, 1, 0, 1, 0, 1, 1, 0, 0, 0])
+    groups = np.array([0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 3])
+    aurocs = example_aurocs(scores, gold, groups)
+    # 0.75 as above; a tie between the two classes is half a pair; only rationale tokens / none: NaN
+    np.testing.assert_array_equal(aurocs, [0.75, 0.5, np.nan, np.nan])
+    # soft labels count as rationale tokens above 0.5
+    np.testing.assert_array_equal(example_aurocs(scores[:4], [0.9, 0.2, 0.6, 0.5], groups[:4]), [0.75])
+    assert mean_example_auroc([scores[:4], scores[4:6], scores[6:8]], [gold[:4], gold[4:6], gold[6:8]]) == 0.625
+    assert np.isnan(mean_example_auroc([scores[6:8]], [gold[6:8]])) and np.isnan(mean_example_auroc([], []))

@@ -17,8 +17,8 @@ from learned_attribution.models.architectures import (ARCHITECTURES, SUPPORTED_M
                                                       UnsupportedArchitectureError, architecture, attention_methods,
                                                       mask_token_id, needs_attentions, no_attentions_message,
                                                       prepare_tokenizer, reserved_positions, token_convention)
-from learned_attribution.models.expnet import ExpNet, ExpNetTraining
-from learned_attribution.models.expnet_plus import ExpNetPlus, TrainingSettings, Variant, build_variant_network
+from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
+                                                build_variant_network)
 from learned_attribution.models.signals import FEATURE_SETS, columns_for, token_signals, token_vocabulary
 
 LAYERS, HEADS = 3, 2  # not the factory's default depth, so nothing passes by assuming 2 layers
@@ -107,18 +107,22 @@ def test_signals_of_every_feature_set_have_the_columns_of_the_classifiers_shape(
 
 
 def _learned(model) -> dict:
-    """Untrained (seeded) paper ExpNet and ExpNet+ over every feature set, sized for `model`."""
+    """Untrained (seeded) learned explainers sized for `model`: the paper's ExpNet (its variant over the attention
+    set) and ExpNet+ over every feature set (the shape-free ones included), each with random input statistics."""
     heads, layers = model.config.num_attention_heads, model.config.num_hidden_layers
     rng = np.random.default_rng(0)
     torch.manual_seed(0)
-    paper = ExpNetTraining(ExpNet(2 * heads, 4).eval(), np.zeros(2 * heads, np.float32),
-                           np.ones(2 * heads, np.float32))
-    variant = Variant("everything", feature_sets=FEATURE_SETS, gating=True)
-    columns = columns_for(variant.feature_sets, heads, layers)
-    net = build_variant_network(variant, columns, TrainingSettings(hidden=4, seeds=1)).eval()
-    plus = ExpNetPlus(variant, columns, net, rng.normal(size=len(columns)).astype(np.float32),
-                      rng.uniform(0.5, 2, size=len(columns)).astype(np.float32))
-    return {"expnet": paper, "expnet_plus": plus}
+
+    def untrained(variant: Variant) -> LearnedExplainer:
+        columns = columns_for(variant.feature_sets, heads, layers)
+        net = build_variant_network(variant, columns, TrainingSettings(hidden=4, seeds=1)).eval()
+        inputs = InputPipeline(columns, mean=rng.normal(size=len(columns)).astype(np.float32),
+                               std=rng.uniform(0.5, 2, size=len(columns)).astype(np.float32))
+        return LearnedExplainer(variant, inputs, net)
+
+    paper = untrained(Variant("expnet_paper", stopping="token_auroc"))
+    assert len(paper.columns) == 2 * heads
+    return {"expnet": paper, "expnet_plus": untrained(Variant("everything", feature_sets=FEATURE_SETS, gating=True))}
 
 
 @pytest.mark.parametrize("method", sorted(EXPLAINERS))

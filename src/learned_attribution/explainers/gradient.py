@@ -201,12 +201,11 @@ class IntegratedGradients(Explainer):
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         lengths = row_lengths(batch.attention_mask)
         mix = batch.input_ids.device.type != "cpu" if self.mix_lengths is None else self.mix_lengths
-        baseline_ids = pad_baseline_ids(batch)
         with eval_mode(model):
-            logits, endpoint_difference, target = self._endpoints(model, batch, baseline_ids, lengths, mix)
             embedding = model.get_input_embeddings()
             with torch.no_grad():
-                inputs, baselines = embedding(batch.input_ids), embedding(baseline_ids)
+                inputs, baselines = embedding(batch.input_ids), embedding(pad_baseline_ids(batch))
+            logits, endpoint_difference, target = self._endpoints(model, batch, inputs, baselines, lengths, mix)
             total_gradients = self._path_gradients(model, batch, inputs, baselines, target, lengths, mix)
         attributions = total_gradients * (inputs - baselines).float()
         self.last_convergence_delta = attributions.sum(dim=(1, 2)) - endpoint_difference
@@ -215,18 +214,22 @@ class IntegratedGradients(Explainer):
         return Attribution(scores=zero_padding(attributions.sum(dim=-1), batch.attention_mask),
                            model_calls=self.n_steps + 2, logits=logits)
 
-    def _endpoints(self, model: torch.nn.Module, batch: Batch, baseline_ids: torch.Tensor, lengths: list[int],
-                   mix: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _endpoints(self, model: torch.nn.Module, batch: Batch, inputs: torch.Tensor, baselines: torch.Tensor,
+                   lengths: list[int], mix: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(logits at the inputs [B, C], target logit at the input minus at the baseline [B], target [B]):
-        forward passes over the inputs and baselines, packed like the path steps."""
+        forward passes over the inputs and baselines, packed like the path steps. The baseline is the path's start,
+        the [PAD] word embeddings fed in place of the text's (as every step is), never the [PAD] ids themselves:
+        RoBERTa, XLM-R and MPNet derive position ids from the ids, so [PAD] ids would also move every position."""
         ends: dict[tuple[int, int], torch.Tensor] = {}
         with torch.no_grad():
             for rows in pack_passes(lengths, 2, self.internal_batch_size, mix):
                 width = max(lengths[row] for row, _ in rows)
                 index = torch.as_tensor([row for row, _ in rows], device=batch.input_ids.device)
                 at_baseline = torch.as_tensor([end == 1 for _, end in rows], device=batch.input_ids.device)
-                ids = torch.where(at_baseline[:, None], baseline_ids[index, :width], batch.input_ids[index, :width])
-                out = model(input_ids=ids, attention_mask=batch.attention_mask[index, :width]).logits.float()
+                embedded = torch.where(at_baseline[:, None, None], baselines[index, :width], inputs[index, :width])
+                with WordEmbeddingLeaf(model, embedded):
+                    out = model(input_ids=batch.input_ids[index, :width],
+                                attention_mask=batch.attention_mask[index, :width]).logits.float()
                 ends.update(zip(rows, out))
         logits = torch.stack([ends[(row, 0)] for row in range(len(lengths))])
         target = target_of(batch.target, logits)

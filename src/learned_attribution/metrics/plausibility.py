@@ -30,17 +30,49 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 
 def auroc_score(gold: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC of 0/1 `gold` (both classes present) by the Mann-Whitney statistic with average ranks for
-    ties: equal to sklearn's `roc_auc_score`, ~30x faster on one short example (tested against it)."""
-    gold = np.asarray(gold, dtype=bool)
-    n_pos = int(gold.sum())
-    n_neg = gold.shape[0] - n_pos
-    ranks = rankdata(scores)
-    return float((ranks[gold].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    ties: equal to sklearn's `roc_auc_score` (tested against it). One example's `example_aurocs`."""
+    return float(example_aurocs(scores, gold, np.zeros(len(gold), dtype=np.int64))[0])
+
+
+def example_aurocs(scores: np.ndarray, gold: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The AUROC of every group of tokens (`groups`: one example id per token) in one vectorised pass: the
+    Mann-Whitney statistic with average ranks for ties within the group, the project's one AUROC (the metrics,
+    ExpNet+'s early stopping and the selection all read it; with one group for every token it is the pooled token
+    AUROC of the paper's ExpNet's stopping rule). One value per distinct group, in sorted group order; NaN for a
+    group without both classes. `gold` is a rationale flag (> 0.5: rationale token, so soft labels count by it)."""
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    positive = np.asarray(gold, dtype=np.float64).ravel() > 0.5
+    _, codes = np.unique(np.asarray(groups).ravel(), return_inverse=True)
+    order = np.lexsort((scores, codes))
+    sorted_scores, sorted_codes, sorted_positive = scores[order], codes[order], positive[order]
+    n = len(order)
+    new_group = np.r_[True, sorted_codes[1:] != sorted_codes[:-1]]
+    new_block = new_group | np.r_[True, sorted_scores[1:] != sorted_scores[:-1]]  # a block: tied scores of a group
+    block_start = np.flatnonzero(new_block)
+    block_end = np.r_[block_start[1:], n]  # exclusive
+    block = np.cumsum(new_block) - 1
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(n), 0))
+    rank = (block_start[block] + block_end[block] - 1) / 2 - group_start + 1  # 1-based, ties averaged
+    size = np.bincount(sorted_codes)
+    n_positive = np.bincount(sorted_codes, weights=sorted_positive)
+    rank_sum = np.bincount(sorted_codes, weights=rank * sorted_positive)
+    n_negative = size - n_positive
+    with np.errstate(divide="ignore", invalid="ignore"):
+        aurocs = (rank_sum - n_positive * (n_positive + 1) / 2) / (n_positive * n_negative)
+    return np.where((n_positive > 0) & (n_negative > 0), aurocs, np.nan)
+
+
+def mean_example_auroc(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray]) -> float:
+    """Mean per-example AUROC over the examples with both classes (NaN when there is none)."""
+    if not len(scores_list):
+        return float("nan")
+    groups = np.repeat(np.arange(len(scores_list)), [len(s) for s in scores_list])
+    aurocs = example_aurocs(np.concatenate(scores_list), np.concatenate(gold_list), groups)
+    return float(np.nanmean(aurocs)) if np.isfinite(aurocs).any() else float("nan")
 
 
 def average_precision(gold: np.ndarray, scores: np.ndarray) -> float:

@@ -1,13 +1,13 @@
 """Trained learned explainers as folders, without pickles: `model.safetensors` (the network's state_dict)
 plus `config.json` (everything needed to rebuild and apply it).
 
-config.json holds: `kind` (`expnet_paper` or `expnet_plus`), `format_version`, `architecture` (input width,
-hidden units, per-head gates), the input `columns`, the standardisation statistics, the ExpNet+ `variant`
-(feature sets and training recipe), the own-rule thresholds (`threshold`, `calibrated_threshold`), the
-training history, and `context`: fold, held-out and training tasks, encoder, attention layer read, the
+config.json holds: `kind` (`learned_explainer`: the paper's ExpNet and every ExpNet+ variant are one kind, issue
+12), `format_version`, `architecture` (input width, hidden units, per-head gates, seeds), the fitted `inputs`
+pipeline (columns, transforms, standardisation statistics), the `variant` (feature sets and training recipe),
+the own-rule thresholds (`threshold`, `calibrated_threshold`), the training history, and `context`: fold, held-out and training tasks, encoder, attention layer read, the
 matched budget rho, max_length, the shape of the classifier it was trained for (model type, layers, heads,
 tokenizer class, vocabulary size) and the package versions. `check_compatible` compares that shape with
-the classifier an explainer is about to be applied to.
+the classifier an explainer is about to be applied to (a shape-free explainer reads any supported classifier).
 
 Writes are atomic: the folder is written under a temporary name and renamed, so a folder that exists is
 complete (config.json is written last inside it as well).
@@ -27,13 +27,12 @@ from safetensors.torch import load_file, save_file
 from learned_attribution.atomic import atomic_folder
 
 from .architectures import SUPPORTED_MODEL_TYPES
-from .expnet import ExpNet, ExpNetTraining
-from .expnet_plus import ExpNetPlus, Variant, build_network
+from .learned import InputPipeline, LearnedExplainer, Variant, build_network
 
-FORMAT_VERSION = 2  # 2: ExpNet+ networks hold several seeds (members) and may be simplex stacks
+FORMAT_VERSION = 3  # 3: one kind for every learned explainer, with its fitted input pipeline (issue 12)
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
-KINDS = ("expnet_paper", "expnet_plus")
+KIND = "learned_explainer"
 _PACKAGES = ("learned-attribution", "torch", "transformers", "safetensors", "numpy")
 
 
@@ -67,14 +66,15 @@ def explainer_context(classifier_model: torch.nn.Module, tokenizer, *, fold: str
             "classifier": classifier_signature(classifier_model, tokenizer), "packages": package_versions()}
 
 
-def check_compatible(context: dict, model: torch.nn.Module, tokenizer, *, where: str) -> None:
+def check_compatible(explainer: LearnedExplainer, model: torch.nn.Module, tokenizer, *, where: str) -> None:
     """Raise `IncompatibleClassifierError` naming every difference that matters between the classifier an
     explainer was trained for (`context["classifier"]`) and `model`/`tokenizer`. The label count may differ:
-    the explainers explain whichever class is predicted."""
-    expected = context.get("classifier", {})
+    the explainers explain whichever class is predicted. A shape-free explainer (issue 12) reads a classifier of
+    any supported family, depth, head count and tokenizer: its columns are computed from the classifier itself."""
+    expected = explainer.context.get("classifier", {})
     actual = classifier_signature(model, tokenizer)
     differences = []
-    for key in ("num_hidden_layers", "num_attention_heads", "tokenizer_class"):
+    for key in () if explainer.shape_free else ("num_hidden_layers", "num_attention_heads", "tokenizer_class"):
         if key in expected and expected[key] != actual[key]:
             differences.append(f"{key}: explainer {expected[key]!r}, classifier {actual[key]!r}")
     if actual["model_type"] not in SUPPORTED_MODEL_TYPES and actual["model_type"] != expected.get("model_type"):
@@ -84,36 +84,24 @@ def check_compatible(context: dict, model: torch.nn.Module, tokenizer, *, where:
         raise IncompatibleClassifierError(
             f"{where} was trained for a {expected.get('model_type')} classifier with "
             f"{expected.get('num_hidden_layers')} layers and {expected.get('num_attention_heads')} heads "
-            f"({expected.get('tokenizer_class')} tokenizer) and cannot read this one: " + "; ".join(differences))
+            f"({expected.get('tokenizer_class')} tokenizer) and cannot read this one: " + "; ".join(differences)
+            + ("" if explainer.shape_free else f" (its variant {explainer.variant.name!r} reads one column per layer "
+               "or head; a shape-free variant reads any shape)"))
 
 
-def _floats(values) -> list[float]:
-    return [float(v) for v in np.asarray(values, dtype=np.float64).ravel()]
+def _config(explainer: LearnedExplainer) -> tuple[dict, dict[str, torch.Tensor]]:
+    if not isinstance(explainer, LearnedExplainer):
+        raise TypeError(f"cannot save a {type(explainer).__name__} as a learned-explainer artifact")
+    net = explainer.net
+    config = {"kind": KIND, "architecture": net.architecture(), "variant": asdict(explainer.variant),
+              "inputs": explainer.inputs.config(), "threshold": explainer.threshold,
+              "calibrated_threshold": explainer.calibrated_threshold, "best_epoch": explainer.best_epoch,
+              "member_best_epochs": explainer.member_best_epochs, "member_val_auroc": explainer.member_val_auroc,
+              "n_pseudo_examples": explainer.n_pseudo_examples, "history": explainer.history}
+    return config, net.state_dict()
 
 
-def _config(explainer: ExpNetTraining | ExpNetPlus) -> tuple[dict, dict[str, torch.Tensor]]:
-    if isinstance(explainer, ExpNetTraining):
-        net = explainer.model
-        config = {"kind": "expnet_paper",
-                  "architecture": {"class": "ExpNet", "n_features": net.n_features, "hidden": net.hidden},
-                  "feature_mean": _floats(explainer.feature_mean), "feature_std": _floats(explainer.feature_std),
-                  "threshold": explainer.threshold, "calibrated_threshold": explainer.calibrated_threshold,
-                  "best_epoch": explainer.best_epoch, "history": explainer.history}
-        return config, net.state_dict()
-    if isinstance(explainer, ExpNetPlus):
-        net = explainer.net
-        config = {"kind": "expnet_plus", "architecture": net.architecture(),
-                  "variant": asdict(explainer.variant), "columns": list(explainer.columns),
-                  "target_mean": _floats(explainer.target_mean), "target_std": _floats(explainer.target_std),
-                  "threshold": explainer.threshold, "calibrated_threshold": explainer.calibrated_threshold,
-                  "best_epoch": explainer.best_epoch, "member_best_epochs": explainer.member_best_epochs,
-                  "member_val_auroc": explainer.member_val_auroc, "n_pseudo_examples": explainer.n_pseudo_examples,
-                  "history": explainer.history}
-        return config, net.state_dict()
-    raise TypeError(f"cannot save a {type(explainer).__name__} as a learned-explainer artifact")
-
-
-def _write(explainer: ExpNetTraining | ExpNetPlus, folder: Path) -> None:
+def _write(explainer: LearnedExplainer, folder: Path) -> None:
     config, state = _config(explainer)
     config = {"format_version": FORMAT_VERSION, **config, "context": explainer.context}
     folder.mkdir(parents=True, exist_ok=True)
@@ -121,20 +109,20 @@ def _write(explainer: ExpNetTraining | ExpNetPlus, folder: Path) -> None:
     (folder / CONFIG).write_text(json.dumps(config, indent=1, default=_json_default))
 
 
-def save_explainer(explainer: ExpNetTraining | ExpNetPlus, folder: str | Path) -> None:
+def save_explainer(explainer: LearnedExplainer, folder: str | Path) -> None:
     """Write `folder/model.safetensors` and `folder/config.json` atomically."""
     with atomic_folder(folder) as partial:
         _write(explainer, partial)
 
 
-def save_explainers(explainers: dict[str, ExpNetTraining | ExpNetPlus], folder: str | Path) -> None:
+def save_explainers(explainers: dict[str, LearnedExplainer], folder: str | Path) -> None:
     """Several named explainers as subfolders of `folder`, written atomically as a whole."""
     with atomic_folder(folder) as partial:
         for name, explainer in explainers.items():
             _write(explainer, partial / name)
 
 
-def load_explainers(folder: str | Path) -> dict[str, ExpNetTraining | ExpNetPlus]:
+def load_explainers(folder: str | Path) -> dict[str, LearnedExplainer]:
     """The named explainers written by `save_explainers`, in name order."""
     folder = Path(folder)
     return {path.name: load_explainer(path) for path in sorted(folder.iterdir()) if is_complete(path)}
@@ -158,34 +146,27 @@ def read_config(folder: str | Path) -> dict:
     if not is_complete(folder):
         raise FileNotFoundError(f"{folder} is not a learned-explainer folder (needs {CONFIG} and {WEIGHTS})")
     config = json.loads((folder / CONFIG).read_text())
-    if config.get("kind") not in KINDS:
-        raise ValueError(f"{folder / CONFIG}: kind {config.get('kind')!r}, expected one of {KINDS}")
+    if config.get("kind") != KIND:
+        raise ValueError(f"{folder / CONFIG}: kind {config.get('kind')!r}, expected {KIND!r}")
     if config.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{folder / CONFIG}: format_version {config.get('format_version')!r}; this version of "
                          f"learned-attribution reads {FORMAT_VERSION}")
     return config
 
 
-def load_explainer(folder: str | Path) -> ExpNetTraining | ExpNetPlus:
+def load_explainer(folder: str | Path) -> LearnedExplainer:
     """Rebuild a saved learned explainer (eval mode) from its folder."""
     folder = Path(folder)
     config = read_config(folder)
     state = load_file(str(folder / WEIGHTS))
-    architecture = config["architecture"]
-    common = {"history": config.get("history", []), "best_epoch": config.get("best_epoch", 0),
-              "calibrated_threshold": config["calibrated_threshold"], "threshold": config.get("threshold", 0.5),
-              "context": config.get("context", {})}
-    if config["kind"] == "expnet_paper":
-        net = ExpNet(architecture["n_features"], architecture["hidden"])
-        net.load_state_dict(state)
-        return ExpNetTraining(net.eval(), np.asarray(config["feature_mean"], np.float32),
-                              np.asarray(config["feature_std"], np.float32), **common)
     variant = dict(config["variant"])
     variant["feature_sets"] = tuple(variant["feature_sets"])
-    net = build_network(architecture)
+    net = build_network(config["architecture"])
     net.load_state_dict(state)
-    return ExpNetPlus(Variant(**variant), list(config["columns"]), net.eval(),
-                      np.asarray(config["target_mean"], np.float32), np.asarray(config["target_std"], np.float32),
-                      member_best_epochs=config.get("member_best_epochs", []),
-                      member_val_auroc=config.get("member_val_auroc", []),
-                      n_pseudo_examples=config.get("n_pseudo_examples", 0), **common)
+    return LearnedExplainer(Variant(**variant), InputPipeline.from_config(config["inputs"]), net.eval(),
+                            history=config.get("history", []), best_epoch=config.get("best_epoch", 0),
+                            member_best_epochs=config.get("member_best_epochs", []),
+                            member_val_auroc=config.get("member_val_auroc", []),
+                            calibrated_threshold=config["calibrated_threshold"],
+                            n_pseudo_examples=config.get("n_pseudo_examples", 0),
+                            threshold=config.get("threshold", 0.5), context=config.get("context", {}))

@@ -18,6 +18,16 @@ Feature sets (columns per token; H heads, L layers, `layer` = the attention laye
   Task-independent facts about the token that post-hoc attributions are known to over- or under-weight
   (structural tokens), so a network can learn to correct for them.
 
+Shape-free sets (issue 12): columns that do not depend on the number of layers or heads, so an explainer over them
+reads a classifier of any depth and head count (`SHAPE_FREE_SETS`: these four and `layer_gradient`, `saliency`,
+`position`, `token_kind`):
+- `attention_stats` (6): mean, max and standard deviation over the heads of A_h[CLS -> j] and of A_h[j -> CLS] at
+  `layer` (the per-head columns of `attention`, summarised).
+- `attention_x_gradient_stats` (3): mean, max and min over the heads of `attention_x_gradient`, signed.
+- `raw_attention_depths` (4): `raw_attention_layers` read at the relative depths `RELATIVE_DEPTHS` (0 = the first
+  layer, 1 = the last), linearly interpolated between layers.
+- `afn_norm_depths` (4): `afn_norm` read the same way over the hidden states (0 = the embedding output).
+
 Gradients are of the explained (predicted) class's logit, so the signed columns (`signed_columns`: attention x
 gradient, gradient . input) flip with the prediction: on a mispredicted example they point away from the
 evidence for the true class, while the norms do not. Only the sets that need them run a backward
@@ -40,8 +50,13 @@ from .features import cls_attention_features, feature_names
 from .runner import eval_mode, forward, model_device
 
 FEATURE_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers", "afn_norm",
-                "position", "token_kind")
-GRADIENT_SETS = frozenset({"attention_x_gradient", "layer_gradient", "saliency"})
+                "position", "token_kind", "attention_stats", "attention_x_gradient_stats", "raw_attention_depths",
+                "afn_norm_depths")
+SHAPE_FREE_SETS = ("attention_stats", "attention_x_gradient_stats", "layer_gradient", "saliency",
+                   "raw_attention_depths", "afn_norm_depths", "position", "token_kind")
+GRADIENT_SETS = frozenset({"attention_x_gradient", "attention_x_gradient_stats", "layer_gradient", "saliency"})
+RELATIVE_DEPTHS = (0.0, 1 / 3, 2 / 3, 1.0)
+_DEPTH_NAMES = tuple(f"d{round(100 * depth)}" for depth in RELATIVE_DEPTHS)
 
 
 def signal_columns(feature_set: str, n_heads: int, n_layers: int) -> list[str]:
@@ -55,6 +70,11 @@ def signal_columns(feature_set: str, n_heads: int, n_layers: int) -> list[str]:
         "afn_norm": [f"afn_norm_l{layer}" for layer in range(n_layers + 1)],
         "position": ["relative_position", "inverse_length", "is_continuation", "is_last"],
         "token_kind": ["is_punctuation", "is_closed_class", "is_content"],
+        "attention_stats": [f"{direction}_{stat}" for direction in ("cls_to_tok", "tok_to_cls")
+                            for stat in ("mean", "max", "sd")],
+        "attention_x_gradient_stats": ["axg_mean", "axg_max", "axg_min"],
+        "raw_attention_depths": [f"raw_attention_{name}" for name in _DEPTH_NAMES],
+        "afn_norm_depths": [f"afn_norm_{name}" for name in _DEPTH_NAMES],
     }
     if feature_set not in columns:
         raise ValueError(f"unknown feature set {feature_set!r}; known: {list(FEATURE_SETS)}")
@@ -64,7 +84,7 @@ def signal_columns(feature_set: str, n_heads: int, n_layers: int) -> list[str]:
 def signed_columns(columns: Sequence[str]) -> list[str]:
     """The columns among `columns` whose sign follows the explained class (attention x gradient per head, gradient
     . input at the layer and at the word embeddings)."""
-    return [column for column in columns if column.startswith("axg_h") or column.endswith("_grad_x_input")]
+    return [column for column in columns if column.startswith("axg_") or column.endswith("_grad_x_input")]
 
 
 def columns_for(feature_sets: Sequence[str], n_heads: int, n_layers: int) -> list[str]:
@@ -193,7 +213,8 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
             hooks.append(blocks[layer].register_forward_pre_hook(_leaf_input(inputs, layer, not full, family),
                                                                  with_kwargs=True))
         try:
-            output = forward(model, input_ids, attention_mask, attentions=True, hidden_states="afn_norm" in wants)
+            output = forward(model, input_ids, attention_mask, attentions=True,
+                             hidden_states=bool(wants & {"afn_norm", "afn_norm_depths"}))
         finally:
             for hook in hooks:
                 hook.remove()
@@ -201,7 +222,8 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
         grads = {}
         if gradients:
             wrt = {"attention": attentions[layer], "layer": inputs[layer], "embedding": inputs.get("embedding")}
-            keys = [k for k, needed in (("attention", "attention_x_gradient" in wants),
+            keys = [k for k, needed in (("attention", bool(wants & {"attention_x_gradient",
+                                                                   "attention_x_gradient_stats"})),
                                         ("layer", "layer_gradient" in wants),
                                         ("embedding", "saliency" in wants)) if needed]
             if target is None:
@@ -214,6 +236,13 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
             parts.append(cls_attention_features(attentions[layer].detach()))
         elif name == "attention_x_gradient":
             parts.append((attentions[layer].detach()[:, :, 0, :] * grads["attention"][:, :, 0, :]).transpose(1, 2))
+        elif name == "attention_stats":
+            attention = attentions[layer].detach()
+            parts.append(torch.cat([_head_statistics(attention[:, :, 0, :], ("mean", "max", "sd")),
+                                    _head_statistics(attention[:, :, :, 0], ("mean", "max", "sd"))], dim=-1))
+        elif name == "attention_x_gradient_stats":
+            product = attentions[layer].detach()[:, :, 0, :] * grads["attention"][:, :, 0, :]
+            parts.append(_head_statistics(product, ("mean", "max", "min")))
         elif name in ("layer_gradient", "saliency"):
             key, stored = ("layer", layer) if name == "layer_gradient" else ("embedding", "embedding")
             gradient, hidden = grads[key], inputs[stored].detach()
@@ -222,11 +251,39 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
             parts.append(torch.stack([a.detach()[:, :, 0, :].mean(1) for a in attentions], dim=-1))
         elif name == "afn_norm":
             parts.append(torch.stack([h.detach().norm(dim=-1) for h in output.hidden_states], dim=-1))
+        elif name == "raw_attention_depths":
+            parts.append(at_relative_depths(torch.stack([a.detach()[:, :, 0, :].mean(1) for a in attentions], dim=-1)))
+        elif name == "afn_norm_depths":
+            parts.append(at_relative_depths(torch.stack([h.detach().norm(dim=-1) for h in output.hidden_states],
+                                                        dim=-1)))
         elif name == "position":
             parts.append(position_signals(input_ids, attention_mask, vocabulary))
         elif name == "token_kind":
             parts.append(token_kind_signals(input_ids, attention_mask, vocabulary))
     return torch.cat([p.float() for p in parts], dim=-1), output.logits.detach().float()
+
+
+def _head_statistics(values: torch.Tensor, statistics: Sequence[str]) -> torch.Tensor:
+    """[B, H, T] per-head values -> [B, T, len(statistics)] over the heads (`sd`: population standard deviation,
+    0 for one head)."""
+    computed = {"mean": lambda: values.mean(1), "max": lambda: values.amax(1), "min": lambda: values.amin(1),
+                "sd": lambda: values.std(1, unbiased=False)}
+    return torch.stack([computed[name]() for name in statistics], dim=-1)
+
+
+def at_relative_depths(values: torch.Tensor, depths: Sequence[float] = RELATIVE_DEPTHS) -> torch.Tensor:
+    """[..., K] values of K consecutive layers -> [..., len(depths)] read at relative depths in [0, 1] (0 the first,
+    1 the last), linearly interpolated between the two nearest layers, so models of any depth give the same
+    columns."""
+    last = values.shape[-1] - 1
+    columns = []
+    for depth in depths:
+        position = depth * last
+        low = int(position)
+        high = min(low + 1, last)
+        weight = position - low
+        columns.append(values[..., low] * (1 - weight) + values[..., high] * weight)
+    return torch.stack(columns, dim=-1)
 
 
 def continuation_signals(input_ids: torch.Tensor, vocabulary: TokenVocabulary | None) -> torch.Tensor:

@@ -11,8 +11,8 @@ from learned_attribution.datasets import TrainedClassifier
 from learned_attribution.evaluation import (best_baseline, explain_rationale_set, gold_labels, matched_baselines,
                                             method_masks, rationale_test_examples, sample_faithfulness,
                                             score_method, score_rationale_set)
-from learned_attribution.models.expnet import ExpNetConfig, ExpNetTraining, calibrate_threshold, train_expnet
 from learned_attribution.models.features import feature_names
+from learned_attribution.models.learned import LearnedExplainer
 from learned_attribution.models.runner import Compute
 
 logger = logging.getLogger(__name__)
@@ -54,14 +54,16 @@ def _context(classifier: TrainedClassifier, training_tasks: list[str], rho: floa
 def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Callable], classifier: TrainedClassifier,
                       expnet: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int,
                       compute: dict[str, Any] | None = None, *,
-                      fold: str) -> tuple[ExpNetTraining, pd.DataFrame, dict[str, float]]:
-    """Train ExpNet (on the `compute` device) on the two training tasks' rationale_train tokens (correct predictions only),
-    stop early on their rationale_val tokens, calibrate a threshold there, and fix the top-k budget
-    rho as the mean rationale density of the training tasks (the held-out labels are never read).
-    The held-out task's `classifier` is only read for its shape, recorded in the saved explainer's config."""
+                      fold: str) -> tuple[LearnedExplainer, pd.DataFrame, dict[str, float]]:
+    """Train the paper's ExpNet (the `crosstask.expnet` variant of the one learned-explainer core, on the
+    `compute` device) on the training tasks' rationale_train tokens (correct predictions only), stop early on
+    their rationale_val tokens by its declared rule, calibrate a threshold there, and fix the top-k budget rho as
+    the mean rationale density of the training tasks (the held-out labels are never read). The held-out task's
+    `classifier` is only read for its shape, recorded in the saved explainer's config."""
+    from learned_attribution.models.learned import TrainingSettings, Variant, fit_variant
+
     tables = [_feature_table(features_a), _feature_table(features_b)]
     n_heads = sum(c.startswith("cls_to_tok_h") for c in tables[0].columns)
-    names = feature_names(n_heads)
     train = pd.concat([_explainer_tokens(t, "rationale_train") for t in tables], ignore_index=True)
     val = pd.concat([_explainer_tokens(t, "rationale_val") for t in tables], ignore_index=True)
     for table in tables:
@@ -70,28 +72,22 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
             rows = table[table["role"] == role]
             logger.info("%s %s: %d of %d examples predicted correctly and kept for ExpNet", task, role,
                         rows.loc[rows["correct"], "example_id"].nunique(), rows["example_id"].nunique())
-    config = ExpNetConfig(**expnet, seed=seed)
-    training = train_expnet(train[names].to_numpy(np.float32), train["token_label"].to_numpy(np.float32),
-                            val[names].to_numpy(np.float32), val["token_label"].to_numpy(np.float32), config,
-                            Compute.from_params(compute).device)
-    val_probabilities = training.predict(val[names].to_numpy(np.float32))
-    grouped = val.assign(p=val_probabilities).groupby("example_id", sort=False)
-    training.calibrated_threshold = calibrate_threshold([g["p"].to_numpy() for _, g in grouped],
-                                                        [g["token_label"].to_numpy() for _, g in grouped])
-    training.threshold = config.threshold
     densities = train.groupby("task")["token_label"].mean()
-    training.context = _context(classifier, list(densities.index), float(densities.mean()), layer, encoder,
-                                max_length, fold)
-    budget = {"rho": float(densities.mean()), "threshold": config.threshold,
-              "calibrated_threshold": training.calibrated_threshold,
+    rho = float(densities.mean())
+    variant = Variant.from_params("expnet_paper", expnet["variant"])
+    training = fit_variant(variant, train, val, None, {}, feature_names(n_heads), rho,
+                           TrainingSettings(**expnet["training"], seed=seed), Compute.from_params(compute).device)
+    training.threshold = float(expnet["threshold"])
+    training.context = _context(classifier, list(densities.index), rho, layer, encoder, max_length, fold)
+    budget = {"rho": rho, "threshold": training.threshold, "calibrated_threshold": training.calibrated_threshold,
               **{f"density_{task}": float(d) for task, d in densities.items()},
               "n_train_tokens": int(len(train)), "n_val_tokens": int(len(val))}
     logger.info("ExpNet budget and thresholds: %s", budget)
-    history = pd.DataFrame(training.history)
+    history = pd.DataFrame(training.history).drop(columns=["member_val_auroc"], errors="ignore")
     return training, history, budget
 
 
-def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: ExpNetTraining,
+def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: LearnedExplainer,
                     expnet_plus, params: dict[str, Any], seed: int,
                     compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ExpNet+ (the fold's chosen variant), the paper's ExpNet and every configured baseline on the held-out
@@ -285,7 +281,7 @@ def _signal_tables(signals: dict[str, Callable]) -> dict[str, pd.DataFrame]:
 
 
 def _expnet_plus_setup(signals: dict[str, Callable], settings: dict[str, Any], seed: int):
-    from learned_attribution.models.expnet_plus import TrainingSettings, Variant
+    from learned_attribution.models.learned import TrainingSettings, Variant
     from learned_attribution.models.signals import FEATURE_SETS, columns_for
 
     candidates = settings.get("candidates") or "all"
@@ -302,22 +298,21 @@ def _expnet_plus_setup(signals: dict[str, Callable], settings: dict[str, Any], s
     missing = set(columns_for(FEATURE_SETS, n_heads, n_layers)) - set(first.columns)
     if missing:
         raise ValueError(f"explainer signals lack columns {sorted(missing)}: rerun the classifiers pipeline")
-    return variants, columns, n_heads, TrainingSettings(**settings["training"], seed=seed)
+    return variants, columns, TrainingSettings(**settings["training"], seed=seed)
 
 
 def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callable], budget: dict[str, float],
                        expnet_plus: dict[str, Any], seed: int, compute: dict[str, Any] | None = None) -> pd.DataFrame:
     """Leave-one-training-task-out validation of every ExpNet+ variant on the fold's two training tasks
     (the held-out task is not an input of this node); the best mean validation AUROC is chosen."""
-    from learned_attribution.models.expnet_plus import select_variant
+    from learned_attribution.models.learned import select_variant
 
-    variants, columns, n_heads, settings = _expnet_plus_setup(signals_a, expnet_plus, seed)
+    variants, columns, settings = _expnet_plus_setup(signals_a, expnet_plus, seed)
     tables = {}
     for signals in (signals_a, signals_b):
         parts = _signal_tables(signals)
         tables[parts["unlabeled"]["task"].iloc[0]] = parts
-    selection = select_variant(variants, tables, columns, budget["rho"], n_heads, settings,
-                               Compute.from_params(compute).device)
+    selection = select_variant(variants, tables, columns, budget["rho"], settings, Compute.from_params(compute).device)
     means = selection[selection["direction"] == "mean"]
     logger.info("ExpNet+ selection (mean validation AUROC over both directions):\n%s",
                 means[["variant", "val_auroc"]].round(4).to_string(index=False))
@@ -331,9 +326,9 @@ def fit_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callabl
     """Every ExpNet+ variant retrained on both training tasks (early stopping on their validation rows)
     for the held-out classifier, whose signals enter unlabeled (its token labels are dropped here; the
     `classifier` is only read for its shape, recorded in each saved variant's config)."""
-    from learned_attribution.models.expnet_plus import fit_variant
+    from learned_attribution.models.learned import fit_variant
 
-    variants, columns, n_heads, settings = _expnet_plus_setup(signals_a, expnet_plus, seed)
+    variants, columns, settings = _expnet_plus_setup(signals_a, expnet_plus, seed)
     parts = [_signal_tables(s) for s in (signals_a, signals_b)]
     train = pd.concat([p["train"] for p in parts], ignore_index=True)
     val = pd.concat([p["val"] for p in parts], ignore_index=True)
@@ -344,15 +339,25 @@ def fit_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callabl
     models = {}
     for variant in variants:
         models[variant.name] = fit_variant(variant, train, val, target, stats, columns[variant.name], budget["rho"],
-                                           n_heads, settings, device)
+                                           settings, device)
         models[variant.name].threshold = budget["threshold"]
         models[variant.name].context = context | {"variant": variant.name}
     return models
 
 
-def chosen_expnet_plus(models: dict, selection: pd.DataFrame):
-    """The variant chosen by `select_expnet_plus` (retrained on both training tasks)."""
-    return models[selection.loc[selection["selected"], "variant"].iloc[0]]
+def chosen_expnet_plus(models: dict, selection: pd.DataFrame) -> tuple[LearnedExplainer, LearnedExplainer]:
+    """The variant chosen by `select_expnet_plus` (retrained on the training tasks), and the best-ranked shape-free
+    variant beside it (issue 12: what the fold applies to a classifier of another family or shape; the chosen one
+    itself when it is shape-free). A candidate list without a shape-free variant is an error: a fold must be able
+    to explain any supported classifier."""
+    from learned_attribution.models.learned import best_shape_free
+
+    chosen = models[selection.loc[selection["selected"], "variant"].iloc[0]]
+    shape_free = best_shape_free(selection, {name: model.variant for name, model in models.items()})
+    if shape_free is None:
+        raise ValueError("parameter crosstask.expnet_plus.candidates has no shape-free variant (feature sets among "
+                         "models/signals.py SHAPE_FREE_SETS): a fold keeps one to explain classifiers of other shapes")
+    return chosen, models[shape_free]
 
 
 def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout: dict[str, Callable],
@@ -365,7 +370,7 @@ def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout:
     seed's own network is scored too (`auroc_seed_*`, `f1_matched_seed_*`: mean, sd, min, max over the seeds),
     and a convex stack lists its largest weights (`stack_weights`)."""
     from learned_attribution.metrics.plausibility import evaluate
-    from learned_attribution.models.expnet_plus import score_examples
+    from learned_attribution.models.learned import score_examples
 
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
     gold_by_id = {i: gold_labels(t) for i, t in zip(examples["example_id"], examples["token_labels"])}
@@ -379,7 +384,8 @@ def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout:
         scores = [np.asarray(s, dtype=float) for s in scored["scores"]]
         gold = [gold_by_id[i] for i in scored["example_id"]]
         row = {"fold": fold, "variant": name, "description": model.variant.describe(),
-               "selected": bool(validation.at[name, "rank"] == 1), "val_auroc": validation.at[name, "val_auroc"],
+               "selected": bool(validation.at[name, "rank"] == 1), "shape_free": model.shape_free,
+               "val_auroc": validation.at[name, "val_auroc"],
                "n_examples": len(scores)}
         for rule, threshold in (("matched", None), ("own", 0.5), ("own_calibrated", model.calibrated_threshold)):
             metrics = score_method(scores, gold, method_masks(scores, budget["rho"], threshold), n_boot, boot_seed)

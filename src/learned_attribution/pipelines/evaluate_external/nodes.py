@@ -22,7 +22,7 @@ from learned_attribution.data.schema import EXAMPLE_COLUMNS
 from learned_attribution.datasets import TrainedClassifier
 from learned_attribution.evaluation import METRIC_COLUMNS, gold_labels, rationale_test_examples
 from learned_attribution.models.runner import Compute, predict_proba
-from learned_attribution.models.expnet import ExpNetTraining
+from learned_attribution.models.learned import LearnedExplainer
 from learned_attribution.tasks import FOLD_PREFIX, TASKS
 
 logger = logging.getLogger(__name__)
@@ -219,7 +219,7 @@ def fold_held_out_task(fold: str) -> str:
 
 
 def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
-                          ) -> tuple[TrainedClassifier, ExpNetTraining, Any, dict[str, float]]:
+                          ) -> tuple[TrainedClassifier, LearnedExplainer, Any, dict[str, float]]:
     """Pick the chosen task's classifier and the chosen fold's ExpNet, ExpNet+ and budget.
 
     `artifacts` holds `classifier_<task>`, `expnet_<fold>`, `expnet_plus_<fold>` and `budget_<fold>` for every
@@ -234,7 +234,7 @@ def select_fold_artifacts(settings: dict[str, Any], **artifacts: Any
     held_out = fold_held_out_task(fold)
     classifier, expnet = artifacts[f"classifier_{task}"], artifacts[f"expnet_{fold}"]
     budget = dict(artifacts[f"budget_{fold}"])
-    n_features = int(np.asarray(expnet.feature_mean).shape[0])
+    n_features = len(expnet.columns)
     n_heads = int(classifier.model.config.num_attention_heads)
     if n_features != 2 * n_heads:
         raise ValueError(f"{fold}'s ExpNet reads {n_features} attention features but the {task} classifier has "
@@ -311,7 +311,7 @@ def _crosstask_settings(crosstask: dict[str, Any], settings: dict[str, Any]) -> 
     return {**crosstask, "max_test_examples": settings.get("max_examples")}
 
 
-def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: ExpNetTraining, expnet_plus,
+def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: LearnedExplainer, expnet_plus,
                      crosstask: dict[str, Any], settings: dict[str, Any], seed: int,
                      compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ExpNet+, the paper's ExpNet and every baseline in `crosstask.baselines` on the file's examples with a

@@ -1,0 +1,40 @@
+"""The one learned-explainer core (issue 12): the paper's ExpNet and ExpNet+ are variants of one model.
+
+- `recipe`: a `Variant` names one recipe (which feature sets of `models/signals.py` it reads, how inputs are
+  standardised, the objective, the stopping rule, the transfer ideas); `TrainingSettings` the loop's settings.
+- `inputs`: the `InputPipeline`, fitted once during training, saved, applied unchanged at prediction.
+- `networks`: ExpNet's 2-layer network (optionally gated per head) and the convex stack, several seeds side by side.
+- `losses`: focal (the paper's), pairwise and listwise ranking losses.
+- `pseudo`: self-training's pseudo-rationales.
+- `training`: the one loop (`fit_variant`) and the trained `LearnedExplainer`.
+- `selection`: leave-one-training-task-out choice of a variant, and the best shape-free one.
+
+The transfer ideas a variant may switch on (issues 06, 10, 12):
+- `standardise: per_task`: every classifier's signals are z-scored with that classifier's own token statistics;
+  for the held-out classifier these come from its *unlabeled* tokens (label-free adaptation).
+- `balance`: task-balanced multi-task training (every training task weighs the same, whatever its size).
+- `gating`: one learned sigmoid gate per attention head over that head's inputs, with an L1 pull towards 0.
+- `self_training`: pseudo-rationales on the held-out classifier's unlabeled tokens where cheap signals agree,
+  trained on as a further task (`pseudo: cheap` three signals, `agreement` six with soft labels).
+- `example_z`: every input z-scored within its example first (the scores are judged by how they rank the tokens
+  of one example).
+- `anchor`: an anchored residual: a signal column rank-normalised within the example plus `anchor_weight` x the
+  network's output, trained as a residual on top of it (`anchor_weight: 0` is the anchor itself).
+- `network: simplex`: a convex stack: every input column rank-normalised within its example, the score a
+  weighted mean of those ranks with weights on the simplex (Rieger & Hansen 2019).
+- `signs: magnitude`: the signed columns (`signals.signed_columns`) enter as absolute values.
+- shape-free feature sets (`signals.SHAPE_FREE_SETS`): columns that do not depend on the classifier's depth or
+  head count, so the explainer reads a classifier of any supported family and shape.
+Objectives: `focal`, `pairwise` (logistic loss on every rationale/non-rationale token pair of an example),
+both summed, or `listwise` (ListNet's top-one loss). Stopping: `example_auroc` (the mean per-example validation
+AUROC) or `token_auroc` (the pooled token AUROC, the paper's ExpNet's rule).
+"""
+from .inputs import InputPipeline
+from .networks import GatedExpNet, SimplexStack, build_network, build_variant_network, head_of_columns
+from .recipe import TrainingSettings, Variant
+from .selection import best_shape_free, select_variant
+from .training import LearnedExplainer, calibrate_threshold, fit_variant, score_examples, validation_auroc
+
+__all__ = ["GatedExpNet", "InputPipeline", "LearnedExplainer", "SimplexStack", "TrainingSettings", "Variant",
+           "best_shape_free", "build_network", "build_variant_network", "calibrate_threshold", "fit_variant",
+           "head_of_columns", "score_examples", "select_variant", "validation_auroc"]

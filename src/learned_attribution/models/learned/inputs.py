@@ -1,0 +1,137 @@
+"""The input pipeline of a learned explainer: raw signal columns -> the network's inputs, fitted once during
+training, saved in the artifact and applied unchanged at prediction (one code path, so training and serving
+cannot drift apart).
+
+Steps, in order (each optional, as the variant says): signed columns as magnitudes (`signs: magnitude`); the
+anchor term, the anchor column rank-normalised within the example (`anchor`); within-example z-scores
+(`example_z`); within-example ranks (`network: simplex`); standardisation with fitted statistics. The statistics
+saved are the target classifier's (`standardise: per_task`: its own unlabeled tokens; `global`: the training
+tokens'); during training each task's rows are standardised with that task's statistics through the same
+`transform`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..signals import signed_columns
+from .recipe import Variant
+
+ANCHOR_SCALE = 4.0  # the anchor's logit range: comparable to what the residual network learns
+ANCHOR_COLUMN = "__anchor__"
+
+
+def within_example_ranks(values: np.ndarray, example_ids: np.ndarray) -> np.ndarray:
+    """Every column of `values` [N, F] rank-normalised within each example: lowest -0.5, highest 0.5, ties
+    averaged, a one-token example 0. Monotone within an example, so each column ranks tokens as before."""
+    frame = pd.DataFrame(np.asarray(values, dtype=np.float64).reshape(len(example_ids), -1))
+    groups = frame.groupby(np.asarray(example_ids), sort=False)
+    ranks = groups.rank(method="average") - 1
+    sizes = groups[0].transform("size").to_numpy()[:, None] - 1
+    normalised = np.where(sizes > 0, ranks.to_numpy() / np.maximum(sizes, 1), 0.5)
+    return (normalised - 0.5).astype(np.float32)
+
+
+def within_example_z(values: np.ndarray, example_ids: np.ndarray) -> np.ndarray:
+    """Every column z-scored within each example (population std; a one-token example becomes 0)."""
+    frame = pd.DataFrame(values)
+    groups = frame.groupby(np.asarray(example_ids), sort=False)
+    return ((frame - groups.transform("mean")) / (groups.transform("std", ddof=0) + 1e-6)).to_numpy(np.float32)
+
+
+def anchor_offsets(values: np.ndarray, example_ids: np.ndarray) -> np.ndarray:
+    """The anchor term: `values` rank-normalised within each example, scaled to logits in
+    [-ANCHOR_SCALE/2, ANCHOR_SCALE/2]; the anchor alone ranks tokens exactly as its signal does."""
+    return ANCHOR_SCALE * within_example_ranks(np.asarray(values)[:, None], example_ids)[:, 0]
+
+
+def statistics(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column means and standard deviations (+1e-6), computed in float64."""
+    values = np.asarray(values, dtype=np.float64)
+    return values.mean(0).astype(np.float32), (values.std(0) + 1e-6).astype(np.float32)
+
+
+@dataclass
+class InputPipeline:
+    """Raw signal columns -> network inputs (see the module docstring). `mean`/`std`: the fitted statistics applied
+    at prediction (the target classifier's)."""
+
+    columns: list[str]
+    magnitudes: bool = False
+    anchor: str | None = None
+    example_z: bool = False
+    ranks: bool = False
+    mean: np.ndarray | None = None
+    std: np.ndarray | None = None
+
+    @classmethod
+    def for_variant(cls, variant: Variant, columns: Sequence[str]) -> "InputPipeline":
+        columns = list(columns)
+        if variant.anchor and variant.anchor not in columns:
+            raise ValueError(f"learned-explainer variant {variant.name!r}: anchor {variant.anchor!r} is not among its "
+                             f"input columns (add its feature set)")
+        return cls(columns, magnitudes=variant.signs == "magnitude", anchor=variant.anchor,
+                   example_z=variant.example_z, ranks=variant.network == "simplex")
+
+    @property
+    def reads_whole_examples(self) -> bool:
+        return bool(self.anchor or self.example_z or self.ranks)
+
+    @property
+    def standardises(self) -> bool:
+        """Ranks are already on one scale: a rank pipeline fits no statistics."""
+        return not self.ranks
+
+    def prepare(self, features: np.ndarray, example_ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """The steps before standardisation on raw features [N, len(columns)] (rows of whole examples): the values
+        and the anchor offsets [N] (None without an anchor)."""
+        values = np.array(features, dtype=np.float32)  # a copy: the caller's array is never changed
+        if values.ndim != 2 or values.shape[1] != len(self.columns):
+            raise ValueError(f"input pipeline: expected features of shape [N, {len(self.columns)}], got "
+                             f"{list(values.shape)}")
+        if self.reads_whole_examples and example_ids is None:
+            raise ValueError("this learned explainer reads whole examples: pass example_ids")
+        if self.magnitudes:
+            signed = [self.columns.index(column) for column in signed_columns(self.columns)]
+            values[:, signed] = np.abs(values[:, signed])
+        offsets = None
+        if self.anchor:
+            offsets = anchor_offsets(values[:, self.columns.index(self.anchor)], example_ids)
+        if self.example_z:
+            values = within_example_z(values, example_ids)
+        if self.ranks:
+            values = within_example_ranks(values, example_ids)
+        return values, offsets
+
+    def fitted_statistics(self, features: np.ndarray, example_ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The standardisation statistics of raw rows (after the other steps); zeros and ones for ranks."""
+        if not self.standardises:
+            return np.zeros(len(self.columns), np.float32), np.ones(len(self.columns), np.float32)
+        return statistics(self.prepare(features, example_ids)[0])
+
+    def transform(self, features: np.ndarray, example_ids: np.ndarray | None = None, mean: np.ndarray | None = None,
+                  std: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Raw features -> (network inputs [N, F] float32, anchor offsets [N] or None), standardised with `mean`/`std`
+        (default: the fitted statistics)."""
+        mean = self.mean if mean is None else mean
+        std = self.std if std is None else std
+        if mean is None or std is None:
+            raise ValueError("input pipeline used before its statistics were fitted")
+        values, offsets = self.prepare(features, example_ids)
+        return ((values - mean) / std).astype(np.float32), offsets
+
+    def config(self) -> dict:
+        """JSON-ready (saved in the artifact's config.json)."""
+        return {"columns": list(self.columns), "magnitudes": self.magnitudes, "anchor": self.anchor,
+                "example_z": self.example_z, "ranks": self.ranks,
+                "mean": None if self.mean is None else [float(v) for v in self.mean],
+                "std": None if self.std is None else [float(v) for v in self.std]}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "InputPipeline":
+        config = dict(config)
+        for key in ("mean", "std"):
+            config[key] = None if config.get(key) is None else np.asarray(config[key], np.float32)
+        return cls(**config)

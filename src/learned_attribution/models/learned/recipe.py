@@ -1,0 +1,131 @@
+"""What a learned explainer is: its `Variant` (inputs, objective, stopping rule, the transfer ideas) and the
+`TrainingSettings` of the one training loop. The paper's ExpNet is a variant like any other (SPEC §6: the
+`attention` feature set, global standardisation, focal loss, early stopping on the pooled validation token
+AUROC, one seed, hidden 16, batches of tokens), declared in `crosstask.expnet`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..signals import FEATURE_SETS, SHAPE_FREE_SETS
+
+STANDARDISE = ("global", "per_task")
+OBJECTIVES = ("focal", "pairwise", "focal+pairwise", "listwise")
+NETWORKS = ("mlp", "simplex")
+PSEUDO_RULES = ("cheap", "agreement")
+SIGNS = ("signed", "magnitude")
+# example_auroc: the mean per-example validation AUROC (how the explainers are judged); token_auroc: the AUROC
+# over every validation token pooled, the paper's ExpNet's rule.
+STOPPING = ("example_auroc", "token_auroc")
+BATCH_UNITS = ("examples", "tokens")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One recipe (see the package docstring for what each idea does)."""
+
+    name: str
+    feature_sets: tuple[str, ...] = ("attention",)
+    standardise: str = "global"
+    objective: str = "focal"
+    balance: bool = False
+    gating: bool = False
+    self_training: bool = False
+    example_z: bool = False
+    anchor: str | None = None  # a signal column the learned residual is added to (rank-normalised per example)
+    anchor_weight: float = 1.0  # weight of the residual at prediction (0: the anchor alone)
+    network: str = "mlp"  # mlp: ExpNet's 2-layer network; simplex: a convex stack of rank-normalised inputs
+    pseudo: str = "cheap"  # self-training's pseudo-rationale rule (see pseudo.pseudo_labels)
+    signs: str = "signed"  # magnitude: signed columns enter as absolute values
+    learning_rate: float | None = None  # Adam's step for this variant (None: TrainingSettings.learning_rate)
+    stopping: str = "example_auroc"
+
+    def __post_init__(self) -> None:
+        where = f"learned-explainer variant {self.name!r}"
+        for field_name, allowed in (("network", NETWORKS), ("pseudo", PSEUDO_RULES), ("signs", SIGNS),
+                                    ("standardise", STANDARDISE), ("objective", OBJECTIVES), ("stopping", STOPPING)):
+            if getattr(self, field_name) not in allowed:
+                raise ValueError(f"{where}: {field_name}={getattr(self, field_name)!r}, expected one of {allowed}")
+        if self.network == "simplex":
+            conflicting = [flag for flag in ("example_z", "gating", "anchor") if getattr(self, flag)]
+            if conflicting or self.standardise != "global":
+                raise ValueError(f"{where}: a simplex stack rank-normalises its inputs within the example, so it "
+                                 f"takes no {conflicting or ['standardise: ' + self.standardise]}")
+        if self.anchor is None and self.anchor_weight != 1.0:
+            raise ValueError(f"{where}: anchor_weight needs an anchor column")
+        if self.learning_rate is not None and not float(self.learning_rate) > 0:
+            raise ValueError(f"{where}: learning_rate={self.learning_rate!r} must be positive")
+        if not 0.0 <= float(self.anchor_weight) <= 1.0:
+            raise ValueError(f"{where}: anchor_weight={self.anchor_weight!r} must be in [0, 1]")
+        unknown = set(self.feature_sets) - set(FEATURE_SETS)
+        if not self.feature_sets or unknown:
+            raise ValueError(f"{where}: feature_sets {list(self.feature_sets)} must be a non-empty subset of "
+                             f"{list(FEATURE_SETS)}")
+        if self.gating and self.shape_free:
+            raise ValueError(f"{where}: gating weighs attention heads, and a shape-free input set has no per-head "
+                             "columns")
+
+    @classmethod
+    def from_params(cls, name: str, settings: dict) -> "Variant":
+        settings = dict(settings or {})
+        settings["feature_sets"] = tuple(settings.get("feature_sets", ("attention",)))
+        unknown = set(settings) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"learned-explainer variant {name!r}: unknown settings {sorted(unknown)}")
+        return cls(name=name, **settings)
+
+    @property
+    def shape_free(self) -> bool:
+        """Its input columns do not depend on the classifier's number of layers or heads (issue 12): it reads
+        any supported classifier."""
+        return set(self.feature_sets) <= set(SHAPE_FREE_SETS)
+
+    @property
+    def reads_whole_examples(self) -> bool:
+        """Its inputs are transformed within each example (so prediction needs the example of every row)."""
+        return bool(self.example_z or self.anchor or self.network == "simplex")
+
+    def describe(self) -> str:
+        inputs = "within-example ranks" if self.network == "simplex" else f"{self.standardise} z"
+        parts = ["+".join(self.feature_sets), inputs, self.objective]
+        if self.network == "simplex":
+            parts.append("convex stack")
+        parts += [flag for flag in ("example_z", "balance", "gating", "self_training") if getattr(self, flag)]
+        if self.self_training and self.pseudo != "cheap":
+            parts.append(f"{self.pseudo} pseudo-rationales")
+        if self.signs == "magnitude":
+            parts.append("signed inputs as magnitudes")
+        if self.anchor:
+            parts.append(f"anchored on {self.anchor} + {self.anchor_weight:g} x residual")
+        if self.learning_rate:
+            parts.append(f"learning rate {self.learning_rate:g}")
+        if self.stopping != "example_auroc":
+            parts.append(f"stops on the {self.stopping.replace('_', ' ')}")
+        if self.shape_free:
+            parts.append("shape-free")
+        return ", ".join(parts)
+
+
+@dataclass
+class TrainingSettings:
+    """The one training loop's settings (`crosstask.expnet.training`, `crosstask.expnet_plus.training`)."""
+
+    hidden: int = 16
+    alpha: float = 0.25
+    gamma: float = 2.0
+    learning_rate: float = 1e-3
+    batch_size: int = 64
+    batch_unit: str = "examples"  # a batch of whole examples (ranking losses need them) or of single tokens
+    max_epochs: int = 30
+    patience: int = 4
+    gate_l1: float = 0.01
+    pseudo_weight: float = 0.5  # weight of the pseudo-labelled task relative to a real training task
+    seeds: int = 3  # networks trained side by side from different initialisations (the explainer is their ensemble)
+    seed: int = 13
+
+    def __post_init__(self) -> None:
+        if int(self.seeds) < 1:
+            raise ValueError(f"training setting seeds={self.seeds!r} must be at least 1")
+        if self.batch_unit not in BATCH_UNITS:
+            raise ValueError(f"training setting batch_unit={self.batch_unit!r}, expected one of {BATCH_UNITS}")
+        if int(self.batch_size) < 1:
+            raise ValueError(f"training setting batch_size={self.batch_size!r} must be at least 1")
