@@ -88,6 +88,17 @@ def remaining_nodes(pipeline, catalog, only_missing_outputs: bool) -> list:
     return [node for node in nodes if node in keep]
 
 
+
+def check_packaged_encoder(encoder: dict[str, Any]) -> None:
+    """The packaged base encoder needs the `base` install extra: without it, stop before any work with one line
+    naming the extra and the install command (`models/packaged.py`)."""
+    from learned_attribution.models.encoder import PACKAGED_BASE_ENCODER
+
+    if encoder.get("name_or_path") == PACKAGED_BASE_ENCODER:
+        from learned_attribution.models.packaged import ALL_MPNET_BASE_V2, installed_parts
+
+        installed_parts(ALL_MPNET_BASE_V2)
+
 class MlflowFoldRunsHook:
     """Opens the runs before the pipeline, logs each fold's outputs as they are saved, closes the runs
     FINISHED after the pipeline or FAILED when it raises.
@@ -114,6 +125,7 @@ class MlflowFoldRunsHook:
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
+        check_packaged_encoder(self._params.get("encoder", {}))  # a missing install extra: one line, before any work
         all_folds, all_trained = _folds_of(pipeline.nodes), _trained_of(pipeline.nodes)
         resume = bool(run_params.get("only_missing_outputs"))
         nodes = remaining_nodes(pipeline, catalog, resume)

@@ -1,7 +1,7 @@
 """Project pipelines."""
 from kedro.pipeline import Pipeline
 
-from learned_attribution.pipelines import afn, classifiers, crosstask, data_processing, evaluate_external
+from learned_attribution.pipelines import afn, classifiers, crosstask, data_processing, evaluate_external, transfer
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -14,4 +14,5 @@ def register_pipelines() -> dict[str, Pipeline]:
         "folds": crosstask.create_folds(),
         "afn": afn.create_pipeline(),
         "evaluate_external": evaluate_external.create_pipeline(),
+        "transfer": transfer.create_pipeline(),
     }

@@ -119,9 +119,12 @@ def shape_free_table(ablation: pd.DataFrame) -> str:
         shown = [(chosen, "chosen" + (", shape-free" if chosen["shape_free"] else ""))]
         shown += [(r, "kept for other shapes" if r["variant"] == kept else "shape-free candidate")
                   for _, r in free.iterrows() if r["variant"] != chosen["variant"]]
+        references = ablation[(ablation["fold"] == fold) & ablation["description"].isin(["best baseline", "floor"])]
+        shown += [(r, r["description"]) for _, r in references.iterrows()]
         for row, role in shown:
             difference = "" if row["variant"] == chosen["variant"] else f"{row['auroc'] - chosen['auroc']:+.3f}"
-            lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {row['variant']} | {role} | {row['val_auroc']:.4f} | "
+            validation = f"{row['val_auroc']:.4f}" if pd.notna(row["val_auroc"]) else ""
+            lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {row['variant']} | {role} | {validation} | "
                          f"{_interval(row, 'auroc')} | {_interval(row, 'f1_matched')} | {difference} |")
     return "\n".join(lines)
 
@@ -162,6 +165,28 @@ def classifier_table(classifier_metrics: pd.DataFrame) -> str:
     shown = classifier_metrics[classifier_metrics["eval_set"].isin(["test", "rationale_test"])]
     columns = [c for c in ("task", "eval_set", "n", "accuracy", "macro_f1", "mcc") if c in shown.columns]
     return markdown_table(shown[columns].reset_index(drop=True))
+
+
+# Issue 13's targets for the base-size classifiers (test split): CoLA MCC, SST-2 and HateXplain accuracy.
+BASE_SIZE_TARGETS = {"cola": ("mcc", 0.45), "sst2": ("accuracy", 0.90), "hatexplain": ("accuracy", 0.80)}
+
+
+def classifier_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
+    """Markdown: per task, the test-split score the base-size target reads and the share of the rationale test
+    examples the classifier mispredicts, for the default (MiniLM) run and the base-size run side by side."""
+    lines = ["| task | metric (test split) | target at base size | default run | base size | target met | "
+             "rationale test mispredicted: default | base size |", "|---|---|---|---|---|---|---|---|"]
+
+    def value(frame: pd.DataFrame, task: str, eval_set: str, metric: str) -> float:
+        rows = frame[(frame["task"] == task) & (frame["eval_set"] == eval_set)]
+        return float(rows[metric].iloc[0]) if len(rows) else float("nan")
+
+    for task, (metric, target) in BASE_SIZE_TARGETS.items():
+        small_score, base_score = value(small, task, "test", metric), value(base, task, "test", metric)
+        wrong = [1 - value(frame, task, "rationale_test", "accuracy") for frame in (small, base)]
+        lines.append(f"| {task} | {metric} | >= {target:.2f} | {small_score:.3f} | {base_score:.3f} | "
+                     f"{'yes' if base_score >= target else 'no'} | {wrong[0]:.0%} | {wrong[1]:.0%} |")
+    return "\n".join(lines)
 
 
 def cost_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
@@ -244,6 +269,7 @@ class Reports:
     afn: str | None
     throughput: pd.DataFrame | None
     serving: pd.DataFrame | None
+    transfer: str | None
     missing: list[str]
 
     @classmethod
@@ -268,7 +294,8 @@ class Reports:
                    timings=_read(folder / "node_timings.csv", csv, missing), costs=costs,
                    afn=_read(folder / "afn_report.md", text, missing),
                    throughput=_read(folder / "benchmarks" / "attribution_throughput.csv", csv, missing),
-                   serving=_read(folder / "benchmarks" / "serving_load.csv", csv, missing), missing=missing)
+                   serving=_read(folder / "benchmarks" / "serving_load.csv", csv, missing),
+                   transfer=_read(folder / "transfer.md", text, missing), missing=missing)
 
 
 def _demote(markdown: str, levels: int = 2) -> str:
@@ -276,7 +303,33 @@ def _demote(markdown: str, levels: int = 2) -> str:
     return re.sub(r"^(#+)", lambda m: m.group(1) + "#" * levels, markdown, flags=re.MULTILINE)
 
 
-def results_document(reports: Reports, commit: str | None = None) -> str:
+def base_size_section(reports: Reports, base: Reports) -> list[str]:
+    """docs/results.md's base-size part: the base-size run's classifiers beside the default run's, its cross-task
+    tables, its AFN report (layer 8 of 12) and the across-architecture rows of both runs."""
+    lines = [f"## Base size: all-mpnet-base-v2 (`{base.folder}`, written {_file_time(base.folder / 'crosstask_metrics.csv')})",
+             "", "The same protocol on the packaged 12-layer encoder (MPNet, 12 heads, hidden 768: the papers' scale; "
+             "`kedro run --pipeline crosstask --env base_size`, its caps in `conf/base_size/`).", ""]
+    if reports.classifier_metrics is not None and base.classifier_metrics is not None:
+        lines += ["### Classifiers (`classifier_metrics.csv` of both runs)", "",
+                  classifier_comparison_table(reports.classifier_metrics, base.classifier_metrics), ""]
+    lines += ["### Cross-task headline at base size", "", headline_table(base.metrics, base.ablation), "",
+              "### The paper's claim at base size", "", paper_comparison_table(base.metrics), "",
+              "### By prediction at base size", "", by_prediction_table(base.metrics), ""]
+    if base.ablation is not None and "shape_free" in base.ablation:
+        lines += ["### Shape-free variants at base size", "", shape_free_table(base.ablation), ""]
+    for title, page in (("MiniLM-trained folds on the base-size classifiers (`transfer.md` of the base-size run)",
+                         base.transfer),
+                        ("Base-size-trained folds on the MiniLM classifiers (`transfer.md` of the default run)",
+                         reports.transfer)):
+        if page is not None:
+            lines += [f"### {title}", "", _demote(page.strip(), 3), ""]
+    if base.afn is not None:
+        lines += ["### AFN at base size (`afn_report.md` of the base-size run)", "",
+                  _demote(base.afn.strip(), 3).replace("](afn/", "](images/base_afn_"), ""]
+    return lines
+
+
+def results_document(reports: Reports, commit: str | None = None, base: Reports | None = None) -> str:
     """docs/results.md: every table of the run's reports, each section naming the file it comes from."""
     folder = reports.folder
     lines = ["# Results", "",
@@ -318,6 +371,8 @@ def results_document(reports: Reports, commit: str | None = None) -> str:
         if page is not None:
             # The AFN report links its plots beside it (afn/<plot>.png); write_results copies them to images/.
             lines += [f"## {title}", "", _demote(page.strip()).replace("](afn/", "](images/afn_"), ""]
+    if base is not None:
+        lines += base_size_section(reports, base)
     if reports.missing:
         lines += [f"Not in this run's reports (sections left out): {', '.join(sorted(reports.missing))}.", ""]
     return "\n".join(lines)
@@ -326,9 +381,14 @@ def results_document(reports: Reports, commit: str | None = None) -> str:
 MARKER = re.compile(r"(<!-- results:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.DOTALL)
 
 
-def marked_blocks(reports: Reports) -> dict[str, str]:
+def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
     """The tables a README may embed, by marker name."""
     blocks = {"headline": headline_table(reports.metrics, reports.ablation)}
+    if base is not None:
+        parts = []
+        if reports.classifier_metrics is not None and base.classifier_metrics is not None:
+            parts += [classifier_comparison_table(reports.classifier_metrics, base.classifier_metrics), ""]
+        blocks["base_size"] = "\n".join([*parts, headline_table(base.metrics, base.ablation)])
     if reports.throughput is not None:
         blocks["attribution_throughput"] = throughput_table(reports.throughput)
     if reports.serving is not None:
@@ -350,23 +410,29 @@ def fill_marked_blocks(text: str, blocks: dict[str, str], where: str) -> str:
 
 
 def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
-                  commit: str | None = None) -> list[Path]:
+                  commit: str | None = None, base_reports: str | Path | None = None) -> list[Path]:
     """Write the results document to `output` (with the folds' cost charts and the AFN plots in `images/` beside
-    it) and fill the marked blocks of each README; returns what was written."""
+    it) and fill the marked blocks of each README; with `base_reports` (a base-size run's reports folder, used when
+    it holds a finished run) the base-size section too. Returns what was written."""
     reports = Reports.read(reports_folder)
+    base = None
+    if base_reports is not None and (Path(base_reports) / "crosstask_metrics.csv").is_file():
+        base = Reports.read(base_reports)
     written = []
     if output is not None:
         output = Path(output)
         charts = [(reports.folder / "crosstask" / f"cost_{task}.png", f"cost_{task}.png") for task in TASKS]
         charts += [(path, f"afn_{path.name}") for path in sorted((reports.folder / "afn").glob("*.png"))]
+        if base is not None:
+            charts += [(path, f"base_afn_{path.name}") for path in sorted((base.folder / "afn").glob("*.png"))]
         for chart, name in charts:
             if chart.is_file():
                 (output.parent / "images").mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(chart, output.parent / "images" / name)
                 written.append(output.parent / "images" / name)
-        write_text_atomically(output, results_document(reports, commit))
+        write_text_atomically(output, results_document(reports, commit, base))
         written.append(output)
-    blocks = marked_blocks(reports)
+    blocks = marked_blocks(reports, base)
     for readme in readmes:
         path = Path(readme)
         write_text_atomically(path, fill_marked_blocks(path.read_text(), blocks, str(path)))

@@ -1,15 +1,57 @@
-"""The three tasks of the cross-task protocol (SPEC §1): every pipeline, the folds and the API read this list."""
-TASKS = ("hatexplain", "sst2", "cola")
+"""The tasks of the cross-task protocol (SPEC §1): every pipeline, the folds and the API read this registry.
+
+A task is its loader and its configuration (docs/extending.md): one `Task` entry below naming the reader node
+function and the raw catalog entries it reads, plus its catalog and parameters entries. Every per-task dataset
+beyond the raw files (`examples_<task>`, `<task>.classifier`, `heldout_<task>.*`, ...) is a catalog pattern.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task. `reader`, the data_processing node function `read_<name>` (a "module:function" path, imported
+    only when that pipeline is built so that the API and the CLI do not import every loader, or the function), is
+    called as `reader(*raw_inputs, params, strict)`: the raw catalog entries `raw_inputs` in that order, then
+    `params:data_processing.<name>` and `params:data_processing.strict`; it returns (examples, skipped), in
+    `data.schema`'s EXAMPLE_COLUMNS (`task` = `name`) and SKIP_COLUMNS. `class_names`: class names in label-id
+    order, by number of classes, written into the fine-tuned classifier's config (`id2label`) so that
+    explanations, reports and served answers name the class instead of LABEL_<n>."""
+
+    name: str
+    reader: str | Callable
+    raw_inputs: tuple[str, ...]
+    class_names: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+    def load_reader(self) -> Callable:
+        if callable(self.reader):
+            return self.reader
+        module, _, function = self.reader.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+
+_READERS = "learned_attribution.pipelines.data_processing.nodes"
+
+TASK_REGISTRY: tuple[Task, ...] = (
+    Task("hatexplain", f"{_READERS}:read_hatexplain", ("raw_hatexplain_dataset", "raw_hatexplain_divisions"),
+         {2: ("normal", "toxic"), 3: ("normal", "offensive", "hatespeech")}),
+    Task("sst2", f"{_READERS}:read_sst2",
+         tuple(f"raw_sst2_{source}_{split}" for source in ("glue", "trees") for split in ("train", "dev", "test")),
+         {2: ("negative", "positive")}),
+    Task("cola", f"{_READERS}:read_cola",
+         ("raw_cola_in_domain_train", "raw_cola_in_domain_dev", "raw_cola_out_of_domain_dev"),
+         {2: ("unacceptable", "acceptable")}),
+)
+
+TASKS = tuple(task.name for task in TASK_REGISTRY)
 FOLD_PREFIX = "heldout_"
 FOLDS = tuple(f"{FOLD_PREFIX}{task}" for task in TASKS)
-
-# Class names in label-id order, by task and number of classes: written into each fine-tuned classifier's
-# config (`id2label`), so explanations, reports and served answers name the class instead of LABEL_<n>.
-CLASS_NAMES = {
-    "hatexplain": {2: ("normal", "toxic"), 3: ("normal", "offensive", "hatespeech")},
-    "sst2": {2: ("negative", "positive")},
-    "cola": {2: ("unacceptable", "acceptable")},
-}
+# The protocol holds one task out and selects ExpNet+ by leaving one of the others out: two training tasks at least.
+MIN_TASKS = 3
+CLASS_NAMES = {task.name: task.class_names for task in TASK_REGISTRY}
 
 
 def class_names(task: str, n_classes: int) -> tuple[str, ...]:

@@ -66,11 +66,11 @@ def train_fold(classifier: TrainedClassifier, folder) -> dict:
                for seed, task in enumerate(("cola", "hatexplain", "sst2"))}
     features = {task: attention_features(s, classifier, None, {}, PARAMS) for task, s in signals.items()}
     encoder = {"name_or_path": f"tiny-{classifier.model.config.model_type}"}
-    paper, _, budget = train_fold_expnet(features["cola"], features["hatexplain"], classifier, EXPNET, -1, encoder, 32,
-                                         0, fold="heldout_sst2")
-    selection = select_expnet_plus(signals["cola"], signals["hatexplain"], budget, EXPNET_PLUS, 0)
-    models = fit_expnet_plus(signals["cola"], signals["hatexplain"], signals["sst2"], classifier, budget, EXPNET_PLUS,
-                             -1, encoder, 32, 0, fold="heldout_sst2")
+    paper, _, budget = train_fold_expnet(classifier, EXPNET, -1, encoder, 32, 0, None, features["cola"],
+                                         features["hatexplain"], fold="heldout_sst2")
+    selection = select_expnet_plus(budget, EXPNET_PLUS, 0, None, signals["cola"], signals["hatexplain"])
+    models = fit_expnet_plus(signals["sst2"], classifier, budget, EXPNET_PLUS, -1, encoder, 32, 0, None,
+                             signals["cola"], signals["hatexplain"], fold="heldout_sst2")
     plus, shape_free = chosen_expnet_plus(models, selection)
     assert shape_free.variant.name == "shape_free" and shape_free.shape_free
     save_explainer(paper, folder / "expnet_paper")

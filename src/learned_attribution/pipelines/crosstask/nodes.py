@@ -1,4 +1,4 @@
-"""Nodes of one cross-task fold: train ExpNet on two tasks, explain and score the third (SPEC §6-9)."""
+"""Nodes of one cross-task fold: train ExpNet on the training tasks, explain and score the held-out one (SPEC §6-9)."""
 from __future__ import annotations
 
 import logging
@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.evaluation import (best_baseline, explain_rationale_set, gold_labels, matched_baselines,
-                                            method_masks, rationale_test_examples, sample_faithfulness,
-                                            score_method, score_rationale_set)
+from learned_attribution.evaluation import (best_baseline, explain_rationale_set, matched_baselines,
+                                            rationale_test_examples, sample_faithfulness,
+                                            score_rationale_set)
 from learned_attribution.models.features import feature_names
 from learned_attribution.models.learned import LearnedExplainer
 from learned_attribution.models.runner import Compute
@@ -51,18 +51,26 @@ def _context(classifier: TrainedClassifier, training_tasks: list[str], rho: floa
                              encoder=encoder["name_or_path"], layer=layer, rho=rho, max_length=max_length)
 
 
-def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Callable], classifier: TrainedClassifier,
-                      expnet: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int,
-                      compute: dict[str, Any] | None = None, *,
+def _check_training_tasks(tables: list[pd.DataFrame], what: str) -> None:
+    """A fold is trained on one or more training tasks, each read once (a task wired twice would weigh double)."""
+    tasks = [table["task"].iloc[0] for table in tables]
+    if not tasks or len(set(tasks)) != len(tasks):
+        raise ValueError(f"a fold needs the {what} of one or more distinct training tasks, got tasks {tasks}")
+
+
+def train_fold_expnet(classifier: TrainedClassifier, expnet: dict[str, Any], layer: int, encoder: dict[str, Any],
+                      max_length: int, seed: int, compute: dict[str, Any] | None, *training_features: dict[str, Callable],
                       fold: str) -> tuple[LearnedExplainer, pd.DataFrame, dict[str, float]]:
     """Train the paper's ExpNet (the `crosstask.expnet` variant of the one learned-explainer core, on the
-    `compute` device) on the training tasks' rationale_train tokens (correct predictions only), stop early on
-    their rationale_val tokens by its declared rule, calibrate a threshold there, and fix the top-k budget rho as
-    the mean rationale density of the training tasks (the held-out labels are never read). The held-out task's
-    `classifier` is only read for its shape, recorded in the saved explainer's config."""
+    `compute` device) on the training tasks' rationale_train tokens (correct predictions only;
+    `training_features`: each training task's attention feature partitions), stop early on their rationale_val
+    tokens by its declared rule, calibrate a threshold there, and fix the top-k budget rho as the mean rationale
+    density of the training tasks (the held-out labels are never read). The held-out task's `classifier` is only
+    read for its shape, recorded in the saved explainer's config."""
     from learned_attribution.models.learned import TrainingSettings, Variant, fit_variant
 
-    tables = [_feature_table(features_a), _feature_table(features_b)]
+    tables = [_feature_table(features) for features in training_features]
+    _check_training_tasks(tables, "attention features")
     n_heads = sum(c.startswith("cls_to_tok_h") for c in tables[0].columns)
     train = pd.concat([_explainer_tokens(t, "rationale_train") for t in tables], ignore_index=True)
     val = pd.concat([_explainer_tokens(t, "rationale_val") for t in tables], ignore_index=True)
@@ -72,6 +80,10 @@ def train_fold_expnet(features_a: dict[str, Callable], features_b: dict[str, Cal
             rows = table[table["role"] == role]
             logger.info("%s %s: %d of %d examples predicted correctly and kept for ExpNet", task, role,
                         rows.loc[rows["correct"], "example_id"].nunique(), rows["example_id"].nunique())
+    unknown = set(expnet) - {"variant", "training", "threshold"}
+    if unknown:
+        raise ValueError(f"parameter crosstask.expnet has unknown keys {sorted(unknown)}; expected variant, training "
+                         "(the one learned-explainer loop's settings) and threshold")
     densities = train.groupby("task")["token_label"].mean()
     rho = float(densities.mean())
     variant = Variant.from_params("expnet_paper", expnet["variant"])
@@ -301,35 +313,36 @@ def _expnet_plus_setup(signals: dict[str, Callable], settings: dict[str, Any], s
     return variants, columns, TrainingSettings(**settings["training"], seed=seed)
 
 
-def select_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callable], budget: dict[str, float],
-                       expnet_plus: dict[str, Any], seed: int, compute: dict[str, Any] | None = None) -> pd.DataFrame:
-    """Leave-one-training-task-out validation of every ExpNet+ variant on the fold's two training tasks
-    (the held-out task is not an input of this node); the best mean validation AUROC is chosen."""
+def select_expnet_plus(budget: dict[str, float], expnet_plus: dict[str, Any], seed: int,
+                       compute: dict[str, Any] | None, *training_signals: dict[str, Callable]) -> pd.DataFrame:
+    """Leave-one-training-task-out validation of every ExpNet+ variant on the fold's training tasks
+    (`training_signals`: each training task's signal partitions; the held-out task is not an input of this
+    node); the best mean validation AUROC is chosen."""
     from learned_attribution.models.learned import select_variant
 
-    variants, columns, settings = _expnet_plus_setup(signals_a, expnet_plus, seed)
-    tables = {}
-    for signals in (signals_a, signals_b):
-        parts = _signal_tables(signals)
-        tables[parts["unlabeled"]["task"].iloc[0]] = parts
+    parts = [_signal_tables(signals) for signals in training_signals]
+    _check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
+    variants, columns, settings = _expnet_plus_setup(training_signals[0], expnet_plus, seed)
+    tables = {p["unlabeled"]["task"].iloc[0]: p for p in parts}
     selection = select_variant(variants, tables, columns, budget["rho"], settings, Compute.from_params(compute).device)
     means = selection[selection["direction"] == "mean"]
-    logger.info("ExpNet+ selection (mean validation AUROC over both directions):\n%s",
+    logger.info("ExpNet+ selection (mean validation AUROC over the left-out training tasks):\n%s",
                 means[["variant", "val_auroc"]].round(4).to_string(index=False))
     return selection
 
 
-def fit_expnet_plus(signals_a: dict[str, Callable], signals_b: dict[str, Callable],
-                    signals_heldout: dict[str, Callable], classifier: TrainedClassifier, budget: dict[str, float],
+def fit_expnet_plus(signals_heldout: dict[str, Callable], classifier: TrainedClassifier, budget: dict[str, float],
                     expnet_plus: dict[str, Any], layer: int, encoder: dict[str, Any], max_length: int, seed: int,
-                    compute: dict[str, Any] | None = None, *, fold: str) -> dict:
-    """Every ExpNet+ variant retrained on both training tasks (early stopping on their validation rows)
-    for the held-out classifier, whose signals enter unlabeled (its token labels are dropped here; the
-    `classifier` is only read for its shape, recorded in each saved variant's config)."""
+                    compute: dict[str, Any] | None, *training_signals: dict[str, Callable], fold: str) -> dict:
+    """Every ExpNet+ variant retrained on all the training tasks (`training_signals`: each one's signal
+    partitions; early stopping on their validation rows) for the held-out classifier, whose signals enter
+    unlabeled (its token labels are dropped here; the `classifier` is only read for its shape, recorded in each
+    saved variant's config)."""
     from learned_attribution.models.learned import fit_variant
 
-    variants, columns, settings = _expnet_plus_setup(signals_a, expnet_plus, seed)
-    parts = [_signal_tables(s) for s in (signals_a, signals_b)]
+    parts = [_signal_tables(signals) for signals in training_signals]
+    _check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
+    variants, columns, settings = _expnet_plus_setup(training_signals[0], expnet_plus, seed)
     train = pd.concat([p["train"] for p in parts], ignore_index=True)
     val = pd.concat([p["val"] for p in parts], ignore_index=True)
     target = _feature_table(signals_heldout).drop(columns=["token_label"])
@@ -369,47 +382,17 @@ def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout:
     metrics, and each variant's validation AUROC. A variant's explainer is the ensemble of its seeds; each
     seed's own network is scored too (`auroc_seed_*`, `f1_matched_seed_*`: mean, sd, min, max over the seeds),
     and a convex stack lists its largest weights (`stack_weights`)."""
-    from learned_attribution.metrics.plausibility import evaluate
-    from learned_attribution.models.learned import score_examples
+    from learned_attribution.evaluation import learned_rationale_scores
 
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
-    gold_by_id = {i: gold_labels(t) for i, t in zip(examples["example_id"], examples["token_labels"])}
     table = _feature_table(signals_heldout)
-    table = table[table["example_id"].isin(gold_by_id)]
     validation = selection[selection["direction"] == "mean"].set_index("variant")
-    n_boot, boot_seed = params["bootstrap"]["n_boot"], params["bootstrap"]["seed"]
     rows = []
     for name, model in models.items():
-        scored = score_examples(model, table)
-        scores = [np.asarray(s, dtype=float) for s in scored["scores"]]
-        gold = [gold_by_id[i] for i in scored["example_id"]]
-        row = {"fold": fold, "variant": name, "description": model.variant.describe(),
-               "selected": bool(validation.at[name, "rank"] == 1), "shape_free": model.shape_free,
-               "val_auroc": validation.at[name, "val_auroc"],
-               "n_examples": len(scores)}
-        for rule, threshold in (("matched", None), ("own", 0.5), ("own_calibrated", model.calibrated_threshold)):
-            metrics = score_method(scores, gold, method_masks(scores, budget["rho"], threshold), n_boot, boot_seed)
-            if rule == "matched":
-                row.update({k: metrics[k] for k in ("auroc", "auroc_low", "auroc_high", "auprc", "auprc_low",
-                                                    "auprc_high")})
-            row.update({f"f1_{rule}": metrics["f1"], f"f1_{rule}_low": metrics["f1_low"],
-                        f"f1_{rule}_high": metrics["f1_high"]})
-        seed_metrics = []
-        for member in range(model.n_members):
-            member_scores = [np.asarray(s, dtype=float) for s in score_examples(model, table, member)["scores"]]
-            seed_metrics.append(evaluate(member_scores, gold, method_masks(member_scores, budget["rho"])).summary())
-        seed_metrics = pd.DataFrame(seed_metrics).rename(columns={"f1": "f1_matched"})
-        row["seeds"] = model.n_members
-        for metric in ("auroc", "f1_matched"):
-            values = seed_metrics[metric]
-            row.update({f"{metric}_seed_mean": values.mean(), f"{metric}_seed_sd": values.std(ddof=0),
-                        f"{metric}_seed_min": values.min(), f"{metric}_seed_max": values.max()})
-        weights = pd.Series(model.stack_weights(), dtype=float).sort_values(ascending=False).head(5)
-        row.update({"calibrated_threshold": model.calibrated_threshold, "best_epoch": model.best_epoch,
-                    "n_pseudo_examples": model.n_pseudo_examples,
-                    "stack_weights": ", ".join(f"{name} {weight:.2f}" for name, weight in weights.items()),
-                    **model.gates()})
-        rows.append(row)
+        rows.append({"fold": fold, "variant": name, "description": model.variant.describe(),
+                     "selected": bool(validation.at[name, "rank"] == 1), "shape_free": model.shape_free,
+                     "val_auroc": validation.at[name, "val_auroc"],
+                     **learned_rationale_scores(model, table, examples, budget["rho"], params["bootstrap"])})
     best = matched_baselines(fold_metrics).sort_values("auroc", ascending=False).head(1)
     floors = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["family"] == "floor")]
     for _, ref in pd.concat([best, floors]).iterrows():
@@ -438,10 +421,11 @@ def expnet_plus_report(*ablations: pd.DataFrame):
                 f"({r[metric + '_seed_min']:.3f}-{r[metric + '_seed_max']:.3f}, {int(r['seeds'])} seeds)")
 
     lines = ["# ExpNet+ ablation", "",
-             "Every variant is trained on the fold's two training tasks and scored on the held-out task's rationale "
-             "test set (all examples). `val_auroc`: mean validation AUROC of leave-one-training-task-out (train on "
-             "one training task, validate on all the other's validation rationale examples, mispredicted ones too, "
-             "both ways); the variant with the highest is chosen (`selected`) without reading the held-out task; "
+             "Every variant is trained on the fold's training tasks and scored on the held-out task's rationale "
+             "test set (all examples). `val_auroc`: mean validation AUROC of leave-one-training-task-out (for each "
+             "training task: train on the other training tasks, validate on all its validation rationale examples, "
+             "mispredicted ones too); the variant with the highest is chosen (`selected`) without reading the "
+             "held-out task; "
              "each direction's AUROC is the mean over the variant's seeds, so a lucky seed does not pick it. A "
              "variant's explainer is the ensemble of its seeds (mean logit); `AUROC per seed`: each seed's own "
              "network on the same examples (mean ± sd, min-max). Intervals: bootstrap 95% over examples. Own rule: "

@@ -1,5 +1,6 @@
-"""crosstask: one fold per held-out task (train ExpNet on the other two), plus the cross-fold report."""
+"""crosstask: one fold per held-out task (train ExpNet on the others), plus the cross-fold report."""
 from functools import partial, update_wrapper
+from typing import Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
@@ -8,8 +9,7 @@ from learned_attribution.pipelines import classifiers, data_processing
 from .nodes import (chosen_expnet_plus, combine_folds, crosstask_summary, explain_heldout, expnet_plus_ablation,
                     expnet_plus_report, fit_expnet_plus, fold_card, fold_faithfulness, heatmaps, plot_cost, plot_fold,
                     score_fold, select_expnet_plus, time_expnet_plus_variants, train_fold_expnet)
-from learned_attribution.tasks import TASKS
-
+from learned_attribution.tasks import MIN_TASKS, TASK_REGISTRY, TASKS, Task
 
 
 def _bind(function, **fixed):
@@ -18,22 +18,25 @@ def _bind(function, **fixed):
     return bound
 
 
-def fold_template(held_out_task: str) -> Pipeline:
-    """The fold pipeline; its free inputs are the two training tasks' features and the held-out task's
-    classifier and predictions, mapped onto the shared datasets when instantiated."""
+def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline:
+    """The fold pipeline; its free inputs are each training task's features and signals
+    (`train_features_<task>`, `train_signals_<task>`) and the held-out task's signals, classifier and
+    predictions, mapped onto the shared datasets when instantiated."""
     fold = f"heldout_{held_out_task}"
+    train_features = [f"train_features_{task}" for task in training_tasks]
+    train_signals = [f"train_signals_{task}" for task in training_tasks]
     return pipeline([
         node(_bind(train_fold_expnet, fold=fold),
-             ["train_features_a", "train_features_b", "classifier", "params:crosstask.expnet", "params:crosstask.layer",
-              "params:encoder", "params:max_length", "params:seed", "params:compute"],
+             ["classifier", "params:crosstask.expnet", "params:crosstask.layer", "params:encoder", "params:max_length",
+              "params:seed", "params:compute", *train_features],
              ["expnet", "expnet_history", "budget"],
              name="train_expnet"),
-        node(select_expnet_plus, ["train_signals_a", "train_signals_b", "budget", "params:crosstask.expnet_plus",
-                                  "params:seed", "params:compute"], "expnet_plus_selection", name="select_expnet_plus"),
+        node(select_expnet_plus, ["budget", "params:crosstask.expnet_plus", "params:seed", "params:compute",
+                                  *train_signals], "expnet_plus_selection", name="select_expnet_plus"),
         node(_bind(fit_expnet_plus, fold=fold),
-             ["train_signals_a", "train_signals_b", "heldout_signals", "classifier", "budget",
-              "params:crosstask.expnet_plus", "params:crosstask.layer", "params:encoder", "params:max_length",
-              "params:seed", "params:compute"], "expnet_plus_variants", name="fit_expnet_plus"),
+             ["heldout_signals", "classifier", "budget", "params:crosstask.expnet_plus", "params:crosstask.layer",
+              "params:encoder", "params:max_length", "params:seed", "params:compute", *train_signals],
+             "expnet_plus_variants", name="fit_expnet_plus"),
         node(chosen_expnet_plus, ["expnet_plus_variants", "expnet_plus_selection"],
              ["expnet_plus", "expnet_plus_shape_free"], name="chosen_expnet_plus"),
         node(_bind(expnet_plus_ablation, fold=fold),
@@ -63,32 +66,37 @@ def fold_template(held_out_task: str) -> Pipeline:
     ])
 
 
-def create_folds() -> Pipeline:
+def create_folds(tasks: Sequence[str] = TASKS) -> Pipeline:
+    """One fold per task of `tasks` (namespace `heldout_<task>`), trained on all the other tasks, then the
+    cross-fold report. The protocol needs at least three tasks: ExpNet+ is selected by leaving one training
+    task out, so a fold needs two training tasks at least."""
+    if len(tasks) < MIN_TASKS or len(set(tasks)) != len(tasks):
+        raise ValueError(f"the cross-task protocol needs at least {MIN_TASKS} distinct tasks, got {list(tasks)}")
     folds = []
-    for task in TASKS:
-        train_a, train_b = (t for t in TASKS if t != task)
+    for task in tasks:
+        training = [t for t in tasks if t != task]
         folds.append(pipeline(
-            fold_template(task), namespace=f"heldout_{task}",
-            inputs={"train_features_a": f"{train_a}.attention_features",
-                    "train_features_b": f"{train_b}.attention_features",
-                    "train_signals_a": f"{train_a}.explainer_signals",
-                    "train_signals_b": f"{train_b}.explainer_signals",
+            fold_template(task, training), namespace=f"heldout_{task}",
+            inputs={**{f"train_features_{t}": f"{t}.attention_features" for t in training},
+                    **{f"train_signals_{t}": f"{t}.explainer_signals" for t in training},
                     "heldout_signals": f"{task}.explainer_signals",
                     "classifier": f"{task}.classifier", "predictions": f"{task}.rationale_predictions"},
             parameters={"crosstask": "crosstask", "seed": "seed", "compute": "compute", "encoder": "encoder", "max_length": "max_length",
                         **{f"crosstask.{key}": f"crosstask.{key}"
                            for key in ("n_heatmaps", "expnet", "expnet_plus", "layer", "faithfulness", "baselines")}}))
     report = pipeline([
-        node(combine_folds, [f"heldout_{t}.fold_metrics" for t in TASKS], "crosstask_metrics", name="combine_folds"),
+        node(combine_folds, [f"heldout_{t}.fold_metrics" for t in tasks], "crosstask_metrics", name="combine_folds"),
         node(crosstask_summary, ["crosstask_metrics", "classifier_metrics", "expnet_plus_ablation"], "crosstask_summary",
              name="crosstask_summary"),
-        node(expnet_plus_report, [f"heldout_{t}.expnet_plus_ablation" for t in TASKS],
+        node(expnet_plus_report, [f"heldout_{t}.expnet_plus_ablation" for t in tasks],
              ["expnet_plus_ablation", "expnet_plus_ablation_page", "expnet_plus_ablation_plot"],
              name="expnet_plus_report"),
     ])
     return pipeline([*folds, report])
 
 
-def create_pipeline(**kwargs) -> Pipeline:
-    """The main job: data processing, the three classifiers and features, then the three folds."""
-    return data_processing.create_pipeline() + classifiers.create_pipeline() + create_folds()
+def create_pipeline(tasks: Sequence[Task] = TASK_REGISTRY, **kwargs) -> Pipeline:
+    """The main job: data processing, one classifier and its features per task, then one fold per task."""
+    names = [task.name for task in tasks]
+    return (data_processing.create_pipeline(tasks) + classifiers.create_pipeline(names)
+            + create_folds(names))

@@ -61,15 +61,18 @@ def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_lengt
     return project_dataset(table, tokenizer, max_length).to_pandas()
 
 
-def build_data_report(hatexplain: pd.DataFrame, sst2: pd.DataFrame, cola: pd.DataFrame,
-                      skipped_hatexplain: pd.DataFrame, skipped_sst2: pd.DataFrame,
-                      skipped_cola: pd.DataFrame) -> pd.DataFrame:
-    """One row per task, split and role; `n_skipped` counts each skipped input record once, on the row it
-    belongs to: the role the parser says it would have fed (e.g. a GLUE line -> classifier, a tree line ->
-    rationale, a toxic post without rationales -> rationale); a record skipped before roles exist (a raw
-    CoLA line) counts on its split's classifier row. Skips with no such row get a row of their own."""
-    skipped = pd.concat([skipped_hatexplain, skipped_sst2, skipped_cola], ignore_index=True)
-    frames = (hatexplain, sst2, cola)
+def build_data_report(*tables: pd.DataFrame) -> pd.DataFrame:
+    """One row per task, split and role, from every task's tokenized table followed by every task's skipped
+    records, in the same task order (`tokenized_<a>, tokenized_<b>, ..., skipped_<a>, skipped_<b>, ...`).
+    `n_skipped` counts each skipped input record once, on the row it belongs to: the role the parser says it
+    would have fed (e.g. a GLUE line -> classifier, a tree line -> rationale, a toxic post without rationales ->
+    rationale); a record skipped before roles exist (a raw CoLA line) counts on its split's classifier row. Skips
+    with no such row get a row of their own."""
+    if len(tables) % 2:
+        raise ValueError(f"build_data_report takes each task's tokenized table, then each task's skipped records: "
+                         f"got {len(tables)} tables, an odd number")
+    frames, skipped_tables = tables[:len(tables) // 2], tables[len(tables) // 2:]
+    skipped = pd.concat(skipped_tables, ignore_index=True)
     present = {key for frame in frames for key in frame.groupby(["task", "split", "role"]).groups}
     skip_counts: dict[tuple, int] = {}
     for record in skipped.to_dict("records"):

@@ -1,33 +1,28 @@
-"""data_processing: the three real data sets -> one token-level rationale schema and a data report."""
+"""data_processing: every registered task's raw files -> one token-level rationale schema and a data report."""
+from typing import Sequence
+
 from kedro.pipeline import Pipeline, node, pipeline
 
-from .nodes import build_data_report, read_cola, read_hatexplain, read_sst2, tokenize_examples
-from learned_attribution.tasks import TASKS
+from .nodes import build_data_report, tokenize_examples
+from learned_attribution.tasks import TASK_REGISTRY, Task
 
 
-
-def create_pipeline(**kwargs) -> Pipeline:
+def create_pipeline(tasks: Sequence[Task] = TASK_REGISTRY, **kwargs) -> Pipeline:
+    """One reader node (`read_<task>`) and one tokenizer node (`tokenize_<task>`) per task of `tasks` (the
+    registry in `tasks.py`), then the data report over them all."""
     strict = "params:data_processing.strict"
     loaders = [
-        node(read_hatexplain,
-             ["raw_hatexplain_dataset", "raw_hatexplain_divisions", "params:data_processing.hatexplain", strict],
-             ["examples_hatexplain", "skipped_hatexplain"], name="read_hatexplain"),
-        node(read_sst2,
-             ["raw_sst2_glue_train", "raw_sst2_glue_dev", "raw_sst2_glue_test", "raw_sst2_trees_train",
-              "raw_sst2_trees_dev", "raw_sst2_trees_test", "params:data_processing.sst2", strict],
-             ["examples_sst2", "skipped_sst2"], name="read_sst2"),
-        node(read_cola,
-             ["raw_cola_in_domain_train", "raw_cola_in_domain_dev", "raw_cola_out_of_domain_dev",
-              "params:data_processing.cola", strict],
-             ["examples_cola", "skipped_cola"], name="read_cola"),
+        node(task.load_reader(), [*task.raw_inputs, f"params:data_processing.{task.name}", strict],
+             [f"examples_{task.name}", f"skipped_{task.name}"], name=f"read_{task.name}")
+        for task in tasks
     ]
     projections = [
         node(tokenize_examples,
-             [f"examples_{task}", "params:encoder", "params:max_length", "params:data_processing.max_per_role",
+             [f"examples_{task.name}", "params:encoder", "params:max_length", "params:data_processing.max_per_role",
               "params:seed"],
-             f"tokenized_{task}", name=f"tokenize_{task}")
-        for task in TASKS
+             f"tokenized_{task.name}", name=f"tokenize_{task.name}")
+        for task in tasks
     ]
-    report = node(build_data_report, [f"tokenized_{t}" for t in TASKS] + [f"skipped_{t}" for t in TASKS],
+    report = node(build_data_report, [f"tokenized_{t.name}" for t in tasks] + [f"skipped_{t.name}" for t in tasks],
                   "data_report", name="build_data_report")
     return pipeline([*loaders, *projections, report])

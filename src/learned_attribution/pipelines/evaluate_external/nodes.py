@@ -210,7 +210,7 @@ def read_external_rationales(settings: dict[str, Any]) -> pd.DataFrame:
 
 
 def fold_held_out_task(fold: str) -> str:
-    """heldout_sst2 -> sst2, checking that `fold` names one of the three folds."""
+    """heldout_sst2 -> sst2, checking that `fold` names one of the folds."""
     task = fold[len(FOLD_PREFIX):] if fold.startswith(FOLD_PREFIX) else None
     if task not in TASKS:
         raise ValueError(f"parameter evaluate_external.expnet_fold must be one of "

@@ -3,8 +3,8 @@ rationale file, explaining a chosen task's classifier; one MLflow run per evalua
 
     kedro run --pipeline evaluate_external --params "evaluate_external.file=data/01_raw/external/example_rationales.jsonl,evaluate_external.classifier_task=sst2,evaluate_external.expnet_fold=heldout_sst2"
 
-Kedro loads every declared input of a node, so the selection node declares all three classifiers and
-all three folds' ExpNets, ExpNet+ and budgets (the catalog entries `{task}.classifier`, `heldout_{task}.expnet`,
+Kedro loads every declared input of a node, so the selection node declares every task's classifier and
+every fold's ExpNet, ExpNet+ and budget (the catalog entries `{task}.classifier`, `heldout_{task}.expnet`,
 `heldout_{task}.expnet_plus` and `heldout_{task}.budget`) and returns the chosen ones: the choice stays a plain run-time parameter.
 
 Order: `check_external_outputs` comes first (reading the file and loading the artifacts take its checked settings),

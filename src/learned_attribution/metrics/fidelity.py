@@ -1,0 +1,43 @@
+"""Fidelity of one attribution to another (issue 14: a student against its teacher): per-example Spearman
+correlation and top-k overlap, on one example's non-special tokens at a time (as `plausibility`)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+
+def example_spearman(scores: np.ndarray, reference: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Spearman's rho between `scores` and `reference` within every group of tokens (`groups`: one example id per
+    token; average ranks for ties), one value per distinct group in sorted group order; NaN for a group of fewer
+    than two tokens or with a constant side."""
+    frame = pd.DataFrame({"g": np.asarray(groups).ravel(), "a": np.asarray(scores, float).ravel(),
+                          "b": np.asarray(reference, float).ravel()})
+    ranked = frame.groupby("g", sort=True)[["a", "b"]].rank(method="average")
+    ranked["g"] = frame["g"]
+    centred = ranked[["a", "b"]] - ranked.groupby("g")[["a", "b"]].transform("mean")
+    centred["g"] = frame["g"]
+    centred["ab"], centred["aa"], centred["bb"] = (centred["a"] * centred["b"], centred["a"] ** 2, centred["b"] ** 2)
+    sums = centred.groupby("g", sort=True)[["ab", "aa", "bb"]].sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = sums["ab"] / np.sqrt(sums["aa"] * sums["bb"])
+    return np.where((sums["aa"] > 0) & (sums["bb"] > 0), rho.to_numpy(), np.nan)
+
+
+def mean_spearman(scores_list: Sequence[np.ndarray], reference_list: Sequence[np.ndarray]) -> float:
+    """Mean per-example Spearman over the examples where it is defined (NaN when none is)."""
+    if not len(scores_list):
+        return float("nan")
+    groups = np.repeat(np.arange(len(scores_list)), [len(s) for s in scores_list])
+    values = example_spearman(np.concatenate(scores_list), np.concatenate(reference_list), groups)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+
+
+def top_k_overlap(scores: np.ndarray, reference: np.ndarray, fraction: float) -> float:
+    """|top-k(scores) & top-k(reference)| / k with k = max(1, round(fraction x n)) (ties by position, the earlier
+    token first, as the plausibility masks)."""
+    scores, reference = np.asarray(scores, float), np.asarray(reference, float)
+    k = max(1, int(np.floor(fraction * len(scores) + 0.5)))
+    top = set(np.argsort(-scores, kind="mergesort")[:k])
+    return len(top & set(np.argsort(-reference, kind="mergesort")[:k])) / k
