@@ -295,7 +295,8 @@ class Reports:
                    afn=_read(folder / "afn_report.md", text, missing),
                    throughput=_read(folder / "benchmarks" / "attribution_throughput.csv", csv, missing),
                    serving=_read(folder / "benchmarks" / "serving_load.csv", csv, missing),
-                   transfer=_read(folder / "transfer.md", text, missing), missing=missing)
+                   # optional: only a `transfer` run writes it (the base-size section shows it when there)
+                   transfer=_read(folder / "transfer.md", text, []), missing=missing)
 
 
 def _demote(markdown: str, levels: int = 2) -> str:
