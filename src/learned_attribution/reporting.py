@@ -184,6 +184,13 @@ def explanation_page(title: str, explanations: Sequence, methods: Sequence[str])
     return "\n".join(parts)
 
 
+def interval_text(row, metric: str) -> str:
+    """`value [low, high]` of `metric` in a row with `<metric>_low` / `<metric>_high` (empty when the value is NaN)."""
+    if pd.isna(row[metric]):
+        return ""
+    return f"{row[metric]:.3f} [{row[metric + '_low']:.3f}, {row[metric + '_high']:.3f}]"
+
+
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     """A GitHub Markdown table (no extra dependency)."""
     formatted = frame.copy()

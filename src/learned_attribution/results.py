@@ -24,7 +24,7 @@ import pandas as pd
 
 from learned_attribution.atomic import write_text_atomically
 from learned_attribution.evaluation import cost_plausibility, matched_baselines
-from learned_attribution.reporting import PAPER_REFERENCE, markdown_table
+from learned_attribution.reporting import PAPER_REFERENCE, interval_text, markdown_table
 from learned_attribution.tasks import FOLD_PREFIX, TASKS
 
 LEARNED_NAMES = {"expnet_plus": "ExpNet+", "expnet_paper": "paper's ExpNet"}
@@ -34,8 +34,6 @@ class ResultsError(ValueError):
     """The reports folder cannot give the document (named file missing or unreadable)."""
 
 
-def _interval(row: pd.Series, metric: str) -> str:
-    return f"{row[metric]:.3f} [{row[metric + '_low']:.3f}, {row[metric + '_high']:.3f}]"
 
 
 @dataclass(frozen=True)
@@ -95,9 +93,9 @@ def headline_table(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> str:
             else:
                 verdicts.append(f"{name} {'above' if plus[metric] > best[metric] else 'below'} (intervals overlap)")
         lines.append(
-            f"| {h.fold[len(FOLD_PREFIX):]} (n = {h.n_examples}) | **{_interval(plus, 'auroc')}** ({h.variant}) | "
-            f"{_interval(h.paper, 'auroc')} | {auroc_best['method']} {_interval(auroc_best, 'auroc')} | "
-            f"**{_interval(plus, 'f1')}** | {_interval(h.paper, 'f1')} | {f1_best['method']} {_interval(f1_best, 'f1')} | "
+            f"| {h.fold[len(FOLD_PREFIX):]} (n = {h.n_examples}) | **{interval_text(plus, 'auroc')}** ({h.variant}) | "
+            f"{interval_text(h.paper, 'auroc')} | {auroc_best['method']} {interval_text(auroc_best, 'auroc')} | "
+            f"**{interval_text(plus, 'f1')}** | {interval_text(h.paper, 'f1')} | {f1_best['method']} {interval_text(f1_best, 'f1')} | "
             f"{h.random_auroc:.3f}, {h.all_tokens_f1:.3f} | {'; '.join(verdicts)} |")
     return "\n".join(lines)
 
@@ -125,7 +123,7 @@ def shape_free_table(ablation: pd.DataFrame) -> str:
             difference = "" if row["variant"] == chosen["variant"] else f"{row['auroc'] - chosen['auroc']:+.3f}"
             validation = f"{row['val_auroc']:.4f}" if pd.notna(row["val_auroc"]) else ""
             lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {row['variant']} | {role} | {validation} | "
-                         f"{_interval(row, 'auroc')} | {_interval(row, 'f1_matched')} | {difference} |")
+                         f"{interval_text(row, 'auroc')} | {interval_text(row, 'f1_matched')} | {difference} |")
     return "\n".join(lines)
 
 
@@ -153,7 +151,7 @@ def by_prediction_table(metrics: pd.DataFrame) -> str:
         for subset in ("correct", "incorrect"):
             if (subset, "expnet_plus") not in rows.index:
                 continue
-            cells = [_interval(rows.loc[(subset, m)], "auroc") if (subset, m) in rows.index else ""
+            cells = [interval_text(rows.loc[(subset, m)], "auroc") if (subset, m) in rows.index else ""
                      for m in ("expnet_plus", "expnet_paper", baseline)]
             lines.append(f"| {h.fold[len(FOLD_PREFIX):]} | {subset}ly predicted | "
                          f"{int(rows.at[(subset, 'expnet_plus'), 'n_examples'])} | {cells[0]} | {cells[1]} | "

@@ -7,6 +7,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .plausibility import mean_per_example
+
 
 def example_spearman(scores: np.ndarray, reference: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Spearman's rho between `scores` and `reference` within every group of tokens (`groups`: one example id per
@@ -27,11 +29,7 @@ def example_spearman(scores: np.ndarray, reference: np.ndarray, groups: np.ndarr
 
 def mean_spearman(scores_list: Sequence[np.ndarray], reference_list: Sequence[np.ndarray]) -> float:
     """Mean per-example Spearman over the examples where it is defined (NaN when none is)."""
-    if not len(scores_list):
-        return float("nan")
-    groups = np.repeat(np.arange(len(scores_list)), [len(s) for s in scores_list])
-    values = example_spearman(np.concatenate(scores_list), np.concatenate(reference_list), groups)
-    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+    return mean_per_example(example_spearman, scores_list, reference_list)
 
 
 def top_k_overlap(scores: np.ndarray, reference: np.ndarray, fraction: float) -> float:

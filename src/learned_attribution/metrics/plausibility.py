@@ -68,11 +68,17 @@ def example_aurocs(scores: np.ndarray, gold: np.ndarray, groups: np.ndarray) -> 
 
 def mean_example_auroc(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray]) -> float:
     """Mean per-example AUROC over the examples with both classes (NaN when there is none)."""
+    return mean_per_example(example_aurocs, scores_list, gold_list)
+
+
+def mean_per_example(per_group, scores_list: Sequence[np.ndarray], reference_list: Sequence[np.ndarray]) -> float:
+    """The mean over examples of `per_group(scores, reference, groups)` (a vectorised per-example statistic, e.g.
+    `example_aurocs`), over the examples where it is defined (NaN when none is)."""
     if not len(scores_list):
         return float("nan")
     groups = np.repeat(np.arange(len(scores_list)), [len(s) for s in scores_list])
-    aurocs = example_aurocs(np.concatenate(scores_list), np.concatenate(gold_list), groups)
-    return float(np.nanmean(aurocs)) if np.isfinite(aurocs).any() else float("nan")
+    values = per_group(np.concatenate(scores_list), np.concatenate(reference_list), groups)
+    return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
 
 
 def average_precision(gold: np.ndarray, scores: np.ndarray) -> float:

@@ -407,12 +407,9 @@ def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout:
 
 def expnet_plus_report(*ablations: pd.DataFrame):
     """All folds' ablation tables: one CSV, a Markdown page and a plot (data/08_reporting/expnet_plus_*)."""
-    from learned_attribution.reporting import ablation_chart, markdown_table
+    from learned_attribution.reporting import ablation_chart, interval_text, markdown_table
 
     table = pd.concat(ablations, ignore_index=True)
-
-    def interval(r, metric):
-        return f"{r[metric]:.3f} [{r[metric + '_low']:.3f}, {r[metric + '_high']:.3f}]" if pd.notna(r[metric]) else ""
 
     def seed_spread(r, metric):
         if "seeds" not in r or pd.isna(r.get("seeds")):
@@ -433,10 +430,10 @@ def expnet_plus_report(*ablations: pd.DataFrame):
              "five largest weights.", ""]
     for fold, rows in table.groupby("fold", sort=False):
         shown = rows.assign(**{
-            "AUROC": rows.apply(interval, axis=1, metric="auroc"),
-            "AUPRC": rows.apply(interval, axis=1, metric="auprc"),
-            "F1 matched": rows.apply(interval, axis=1, metric="f1_matched"),
-            "F1 own (calibrated)": rows.apply(interval, axis=1, metric="f1_own_calibrated"),
+            "AUROC": rows.apply(interval_text, axis=1, metric="auroc"),
+            "AUPRC": rows.apply(interval_text, axis=1, metric="auprc"),
+            "F1 matched": rows.apply(interval_text, axis=1, metric="f1_matched"),
+            "F1 own (calibrated)": rows.apply(interval_text, axis=1, metric="f1_own_calibrated"),
             "AUROC per seed": rows.apply(seed_spread, axis=1, metric="auroc"),
             "stack weights": rows.get("stack_weights", pd.Series("", index=rows.index)).fillna(""),
         })

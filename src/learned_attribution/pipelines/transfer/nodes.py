@@ -53,12 +53,9 @@ def transfer_fold(source: LearnedExplainer, signals: dict[str, Callable], predic
 def transfer_report(*folds: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Every fold's transfer rows (CSV) and a Markdown page: per fold the transferred explainer beside this run's
     own explainers, whether it is at or above saliency, with intervals."""
-    from learned_attribution.reporting import markdown_table
+    from learned_attribution.reporting import interval_text, markdown_table
 
     table = pd.concat(folds, ignore_index=True)
-
-    def interval(r, metric):
-        return f"{r[metric]:.3f} [{r[metric + '_low']:.3f}, {r[metric + '_high']:.3f}]" if pd.notna(r[metric]) else ""
 
     lines = ["# Across architectures", "",
              "Each fold's shape-free ExpNet+ variant, trained on the other encoder's classifiers (`source_encoder`), "
@@ -73,8 +70,8 @@ def transfer_report(*folds: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             gap = transferred["auroc"] - saliency["auroc"].iloc[0]
             verdict = (f"Transferred AUROC {'at or above' if gap >= 0 else 'below'} saliency's by {abs(gap):.3f} "
                        f"({transferred['source_classifier']} -> {transferred['target_classifier']}).")
-        shown = rows.assign(AUROC=rows.apply(interval, axis=1, metric="auroc"),
-                            **{"F1 matched": rows.apply(interval, axis=1, metric="f1_matched")})
+        shown = rows.assign(AUROC=rows.apply(interval_text, axis=1, metric="auroc"),
+                            **{"F1 matched": rows.apply(interval_text, axis=1, metric="f1_matched")})
         lines += [f"## {fold}", "", verdict, "", markdown_table(shown[["method", "role", "n_examples", "AUROC",
                                                                        "F1 matched"]]), ""]
     return table, "\n".join(lines)
