@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from learned_attribution.metrics.fidelity import example_spearman
 from learned_attribution.metrics.plausibility import (example_aurocs, mean_example_auroc, precision_recall_f1,
                                                        threshold_mask)
 
@@ -179,8 +180,6 @@ def member_validation_scores(net: nn.Module, inputs: torch.Tensor, offsets: torc
     """Each member's mean `statistic` over `groups` of validation rows: the AUROC against rationale labels (one group
     per example: the mean per-example AUROC; one group for every row: the pooled token AUROC), or the Spearman
     correlation with real-valued targets."""
-    from learned_attribution.metrics.fidelity import example_spearman
-
     per_group = example_aurocs if statistic == "auroc" else example_spearman
     with torch.inference_mode():
         logits = (net(inputs) + offsets).cpu().numpy()  # [S, N]
