@@ -91,16 +91,82 @@ def test_bad_inputs_name_the_file(reports, tmp_path):
 
 
 def test_readme_is_a_front_door_that_quotes_no_number_by_hand():
-    """README: a screen or two, the set-up commands that .ci/run runs, and no result typed in by hand (a decimal
-    number outside the generated headline block would be one)."""
+    """README: a few screens, the set-up commands that .ci/run runs, and no result typed in by hand (a decimal
+    number outside the generated blocks would be one). The base-size block (issue 13: classifiers, cross-task table,
+    transfer, AFN) adds about 35 generated lines to the default run's."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     readme = (root / "README.md").read_text()
-    assert len(readme.splitlines()) <= 130
+    assert len(readme.splitlines()) <= 170
     assert "python3 -m venv .venv && .venv/bin/pip install -e ." in readme and "kedro run --pipeline crosstask" in readme
     assert "python3 -m venv .venv && .venv/bin/pip install -e ." in (root / ".ci" / "run").read_text()
     outside = re.sub(r"<!-- results:(\w+) -->.*?<!-- /results:\1 -->", "", readme, flags=re.DOTALL)
     assert outside != readme, "README has no generated headline block"
     assert not re.findall(r"\b0\.\d{2,}\b|\b\d+\.\d+x\b|\b\d+ min\b", outside)  # scores, cost ratios, run times
+
+
+def test_the_base_size_tables_have_the_numbers_of_both_runs():
+    from learned_attribution.results import afn_comparison_table, throughput_comparison_table, transfer_table
+
+    def head(layer, layers, r_h, holds):
+        return {"afn_layer": layer, "n_layers": layers, "share_high_context": 0.25, "r_h_context": r_h,
+                "r_h_context_unchanged": 0.1, "r_h_prompt": 0.2, "high_content_share": 0.9,
+                "content_function_ratio": 1.1, "content_function_ratio_next": 1.2,
+                "claims": {"content_words_rank_highest": holds, "afn_layer_beats_next": False}}
+
+    table = afn_comparison_table(head(4, 6, 0.322, True), head(8, 12, 0.5, False))
+    assert "default run (layer 4 of 6) | base size (layer 8 of 12)" in table
+    assert "| R_H: share of the context shift carried by HIGH tokens | about 76% | 32.2% | 50.0% |" in table
+    assert "| content words rank highest | none |" in table
+
+    def transferred(fold, auroc, saliency):
+        rows = [{"fold": fold, "method": "sf (transferred)", "role": "transferred", "source_classifier": "bert 6L/12H",
+                 "target_classifier": "mpnet 12L/12H", "auroc": auroc, "auroc_low": auroc - 0.01,
+                 "auroc_high": auroc + 0.01, "f1_matched": 0.4, "f1_matched_low": 0.39, "f1_matched_high": 0.41}]
+        for method, value in (("saliency", saliency), ("expnet_plus", 0.8)):
+            rows.append({"fold": fold, "method": method, "role": "this fold's own", "auroc": value,
+                         "auroc_low": value - 0.01, "auroc_high": value + 0.01})
+        return pd.DataFrame(rows)
+
+    rows = transfer_table(pd.concat([transferred("heldout_sst2", 0.75, 0.70), transferred("heldout_cola", 0.6, 0.7)]),
+                          None).splitlines()
+    assert rows[2].startswith("| sst2 | bert 6L/12H -> mpnet 12L/12H | 0.750 [0.740, 0.760] | 0.700") and \
+        rows[2].endswith("| yes |")
+    assert rows[3].startswith("| cola |") and rows[3].endswith("| no |")
+    small = pd.DataFrame({"method": ["forward_all", "saliency"], "ratio_to_forward": [1.0, 0.5],
+                          "examples_per_s": [100.0, 50.0]})
+    base = pd.DataFrame({"method": ["forward_all", "saliency"], "ratio_to_forward": [1.0, 0.4],
+                         "examples_per_s": [14.0, 5.6]})
+    table = throughput_comparison_table(small, base)
+    assert "MiniLM 100.0 examples/s, MPNet-base 14.0 examples/s" in table and "| saliency | 0.500 | 0.400 |" in table
+
+
+def test_the_students_section_reads_the_amortize_reports(reports):
+    from learned_attribution.results import Reports, students_table
+
+    folder = reports / "amortize"
+    folder.mkdir()
+
+    def interval(method, **values):
+        row = {"method": method, "n_examples": 10}
+        for metric, value in values.items():
+            row.update({metric: value, f"{metric}_low": value - 0.1, f"{metric}_high": value + 0.1})
+        return row
+
+    pd.DataFrame([interval("student", spearman=0.7), interval("teacher (kernel_shap)", spearman=0.6)]).to_csv(
+        folder / "sst2_fidelity.csv", index=False)
+    pd.DataFrame([interval("student", comprehensiveness=0.3), interval("teacher (kernel_shap)", comprehensiveness=0.32),
+                  interval("saliency", comprehensiveness=0.2)]).to_csv(folder / "sst2_faithfulness.csv", index=False)
+    pd.DataFrame({"method": ["forward", "student", "teacher (kernel_shap)"], "ratio_to_forward": [1.0, 0.95, 0.003]}
+                 ).to_csv(folder / "sst2_cost.csv", index=False)
+    pd.DataFrame([metric_row("student", "amortized", "matched", 0.7, 0.4), metric_row("saliency", "gradient",
+                                                                                       "matched", 0.75, 0.46)]
+                 ).to_csv(folder / "sst2_plausibility.csv", index=False)
+    read = Reports.read(reports)
+    assert list(read.students) == ["sst2"]
+    row = students_table(read.students).splitlines()[2]
+    assert row.startswith("| sst2 | 0.700 [0.600, 0.800] | 0.600 [0.500, 0.700] | yes | 0.300 [0.200, 0.400] |")
+    assert "| 0.950 | 0.0030 | 0.700 [0.680, 0.720] | 0.750 [0.730, 0.770] |  |" in row
+    assert "## Amortized students" in results_document(read)

@@ -13,6 +13,7 @@ place with the same tables.
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -187,6 +188,108 @@ def classifier_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+# AFN headline claims (afn/headline.json) beside the paper's (bert-base-uncased, layer 8 of 12).
+AFN_CLAIMS = (("share of tokens that are HIGH (context pairs)", "share_high_context", "about 25%"),
+              ("R_H: share of the context shift carried by HIGH tokens", "r_h_context", "about 76%"),
+              ("R_H over unchanged tokens only", "r_h_context_unchanged", "not reported"),
+              ("R_H, prompt pairs", "r_h_prompt", "not reported"),
+              ("content words among HIGH tokens", "high_content_share", "content words rank highest"),
+              ("content/function strength ratio at the AFN layer", "content_function_ratio", "highest at layer 8"),
+              ("... at the next layer", "content_function_ratio_next", ""))
+
+
+def afn_comparison_table(small: dict, base: dict) -> str:
+    """Markdown: the AFN headline at each run's AFN layer (two thirds of the depth: layer 4 of MiniLM's 6, layer 8
+    of MPNet-base's 12, the paper's layer) beside the paper's claims."""
+    def layer(head: dict) -> str:
+        return f"layer {head['afn_layer']} of {head['n_layers']}"
+
+    lines = [f"| claim | paper (bert-base, layer 8 of 12) | default run ({layer(small)}) | base size ({layer(base)}) |",
+             "|---|---|---|---|"]
+    for claim, key, paper in AFN_CLAIMS:
+        shown = [f"{head[key]:.1%}" if "ratio" not in key else f"{head[key]:.3f}" for head in (small, base)]
+        lines.append(f"| {claim} | {paper} | {shown[0]} | {shown[1]} |")
+    verdicts = [", ".join(name.replace("_", " ") for name, held in head["claims"].items() if held) or "none"
+                for head in (small, base)]
+    lines.append(f"| claims that hold (fixed criteria, afn.layers.headline) | | {verdicts[0]} | {verdicts[1]} |")
+    return "\n".join(lines)
+
+
+def transfer_table(into_base: pd.DataFrame | None, into_small: pd.DataFrame | None) -> str:
+    """Markdown: per fold and direction, the transferred shape-free ExpNet+ beside the target run's saliency and
+    its own ExpNet+ (AUROC with 95% intervals, matched F1), from the two runs' transfer_metrics.csv."""
+    lines = ["| held-out task | trained on -> explains | transferred AUROC | saliency AUROC | own ExpNet+ AUROC | "
+             "transferred matched F1 | at or above saliency |", "|---|---|---|---|---|---|---|"]
+    for table in (into_base, into_small):
+        if table is None:
+            continue
+        for fold, rows in table.groupby("fold", sort=False):
+            moved = rows[rows["role"] == "transferred"].iloc[0]
+            by_method = rows[rows["role"] == "this fold's own"].set_index("method")
+            saliency = by_method.loc["saliency"] if "saliency" in by_method.index else None
+            own = by_method.loc["expnet_plus"] if "expnet_plus" in by_method.index else None
+            at_or_above = "" if saliency is None else ("yes" if moved["auroc"] >= saliency["auroc"] else "no")
+            lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {moved['source_classifier']} -> "
+                         f"{moved['target_classifier']} | {interval_text(moved, 'auroc')} | "
+                         f"{'' if saliency is None else interval_text(saliency, 'auroc')} | "
+                         f"{'' if own is None else interval_text(own, 'auroc')} | "
+                         f"{interval_text(moved, 'f1_matched')} | {at_or_above} |")
+    return "\n".join(lines)
+
+
+def throughput_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
+    """Markdown: every method's throughput as a ratio to a plain forward pass of its own encoder, MiniLM and
+    MPNet-base side by side (each from its own one-run benchmark), and the forward pass's examples/s."""
+    def ratios(table: pd.DataFrame) -> pd.Series:
+        return table.drop_duplicates("method").set_index("method")["ratio_to_forward"]
+
+    joined = pd.DataFrame({"MiniLM ratio to forward": ratios(small), "MPNet-base ratio to forward": ratios(base)})
+    joined = joined.sort_values("MPNet-base ratio to forward", ascending=False, na_position="last")
+    rates = {name: table.set_index("method").at["forward_all", "examples_per_s"]
+             for name, table in (("MiniLM", small), ("MPNet-base", base)) if "forward_all" in set(table["method"])}
+    note = ", ".join(f"{name} {rate:.1f} examples/s" for name, rate in rates.items())
+    return f"Forward pass: {note}.\n\n" + markdown_table(joined.reset_index(names="method"), digits=3)
+
+
+STUDENT_TABLES = ("fidelity", "faithfulness", "cost", "plausibility")
+
+
+def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
+    """Markdown: per task classifier, its amortized student (issue 14) beside its teacher: Spearman with the
+    reference teacher on the held-out texts (the teacher's own at the training budget beside it), comprehensiveness
+    AOPC (student, teacher, saliency), throughput as a ratio to a forward pass, and AUROC on the rationale test set
+    (student, saliency, ExpNet+), with 95% intervals."""
+    lines = ["| task | Spearman with the reference: student | teacher (its labels) | student beats its labels | "
+             "comprehensiveness: student | teacher | saliency | throughput (x forward): student | teacher | "
+             "AUROC: student | saliency | ExpNet+ |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task, tables in students.items():
+        def row(name: str, method: str, prefix: bool = False) -> pd.Series | None:
+            table = tables[name]
+            chosen = table[table["method"].astype(str).str.startswith(method)] if prefix else \
+                table[table["method"] == method]
+            return chosen.iloc[0] if len(chosen) else None
+
+        def shown(record, metric: str) -> str:
+            return "" if record is None else interval_text(record, metric)
+
+        plausible = tables["plausibility"]
+        plausible = plausible[(plausible["subset"] == "all") & (plausible["rule"] == "matched")]
+        auroc = {m: plausible[plausible["method"] == m] for m in ("student", "saliency", "expnet_plus")}
+        student, teacher = row("fidelity", "student"), row("fidelity", "teacher", prefix=True)
+        beats = "" if student is None or teacher is None else ("yes" if student["spearman"] > teacher["spearman"]
+                                                               else "no")
+        cost = tables["cost"].set_index("method")["ratio_to_forward"]
+        teacher_cost = next((v for m, v in cost.items() if str(m).startswith("teacher")), float("nan"))
+        lines.append(" | ".join([
+            f"| {task}", shown(student, "spearman"), shown(teacher, "spearman"), beats,
+            shown(row("faithfulness", "student"), "comprehensiveness"),
+            shown(row("faithfulness", "teacher", prefix=True), "comprehensiveness"),
+            shown(row("faithfulness", "saliency"), "comprehensiveness"),
+            f"{cost.get('student', float('nan')):.3f}", f"{teacher_cost:.4f}",
+            *[interval_text(frame.iloc[0], "auroc") if len(frame) else "" for frame in auroc.values()]]) + " |")
+    return "\n".join(lines)
+
+
 def cost_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
     """Markdown: per fold, the Pareto frontier of throughput (ratio to a forward pass) against AUROC among the
     methods run on every example, ExpNet+'s point, and the baselines both cheaper and more plausible."""
@@ -268,6 +371,9 @@ class Reports:
     throughput: pd.DataFrame | None
     serving: pd.DataFrame | None
     transfer: str | None
+    transfer_metrics: pd.DataFrame | None
+    afn_headline: dict | None
+    students: dict[str, dict[str, pd.DataFrame]]
     missing: list[str]
 
     @classmethod
@@ -284,6 +390,10 @@ class Reports:
             cost = _read(folder / "crosstask" / f"explain_cost_{task}.csv", csv, missing)
             if cost is not None:
                 costs[task] = cost
+        # optional: only an `amortize` run writes them (issue 14)
+        students = {task: {name: pd.read_csv(folder / "amortize" / f"{task}_{name}.csv") for name in STUDENT_TABLES}
+                    for task in TASKS
+                    if all((folder / "amortize" / f"{task}_{name}.csv").is_file() for name in STUDENT_TABLES)}
         return cls(folder=folder, metrics=pd.read_csv(metrics_path),
                    classifier_metrics=_read(folder / "classifier_metrics.csv", csv, missing),
                    ablation=_read(folder / "expnet_plus_ablation.csv", csv, missing),
@@ -294,7 +404,10 @@ class Reports:
                    throughput=_read(folder / "benchmarks" / "attribution_throughput.csv", csv, missing),
                    serving=_read(folder / "benchmarks" / "serving_load.csv", csv, missing),
                    # optional: only a `transfer` run writes it (the base-size section shows it when there)
-                   transfer=_read(folder / "transfer.md", text, []), missing=missing)
+                   transfer=_read(folder / "transfer.md", text, []),
+                   transfer_metrics=_read(folder / "transfer_metrics.csv", csv, []),
+                   afn_headline=_read(folder / "afn" / "headline.json", lambda p: json.loads(p.read_text()), []),
+                   students=students, missing=missing)
 
 
 def _demote(markdown: str, levels: int = 2) -> str:
@@ -316,6 +429,18 @@ def base_size_section(reports: Reports, base: Reports) -> list[str]:
               "### By prediction at base size", "", by_prediction_table(base.metrics), ""]
     if base.ablation is not None and "shape_free" in base.ablation:
         lines += ["### Shape-free variants at base size", "", shape_free_table(base.ablation), ""]
+    if base.transfer_metrics is not None or reports.transfer_metrics is not None:
+        lines += ["### Across architectures (`transfer_metrics.csv` of both runs)", "",
+                  transfer_table(base.transfer_metrics, reports.transfer_metrics), ""]
+    if reports.afn_headline is not None and base.afn_headline is not None:
+        lines += ["### AFN at the paper's layer (`afn/headline.json` of both runs)", "",
+                  afn_comparison_table(reports.afn_headline, base.afn_headline), ""]
+    if reports.throughput is not None and base.throughput is not None:
+        lines += ["### Cost of each method at base size (`benchmarks/attribution_throughput.csv` of both runs)", "",
+                  throughput_comparison_table(reports.throughput, base.throughput), ""]
+    if base.timings is not None:
+        lines += ["### Where the time went at base size (`node_timings.csv`, the last base-size `kedro run`)", "",
+                  stage_table(base.timings), ""]
     for title, page in (("MiniLM-trained folds on the base-size classifiers (`transfer.md` of the base-size run)",
                          base.transfer),
                         ("Base-size-trained folds on the MiniLM classifiers (`transfer.md` of the default run)",
@@ -349,6 +474,12 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
              paper_comparison_table(reports.metrics), "",
              "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",
              by_prediction_table(reports.metrics), ""]
+    if reports.students:
+        lines += ["## Amortized students (`amortize/<task>_*.csv`: `kedro run --pipeline amortize`)", "",
+                  "Per task classifier, a one-pass student trained on its teacher's attributions of the task's "
+                  "unlabeled training texts (docs/amortize.md): fidelity, faithfulness and throughput on further "
+                  "held-out texts, AUROC on the rationale test set at the fold's matched budget.", "",
+                  students_table(reports.students), ""]
     if reports.classifier_metrics is not None:
         lines += ["## Classifiers (`classifier_metrics.csv`)", "", classifier_table(reports.classifier_metrics), ""]
     if reports.costs:
@@ -387,7 +518,12 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
         parts = []
         if reports.classifier_metrics is not None and base.classifier_metrics is not None:
             parts += [classifier_comparison_table(reports.classifier_metrics, base.classifier_metrics), ""]
-        blocks["base_size"] = "\n".join([*parts, headline_table(base.metrics, base.ablation)])
+        parts += [headline_table(base.metrics, base.ablation)]
+        if base.transfer_metrics is not None or reports.transfer_metrics is not None:
+            parts += ["", transfer_table(base.transfer_metrics, reports.transfer_metrics)]
+        if reports.afn_headline is not None and base.afn_headline is not None:
+            parts += ["", afn_comparison_table(reports.afn_headline, base.afn_headline)]
+        blocks["base_size"] = "\n".join(parts)
     if reports.throughput is not None:
         blocks["attribution_throughput"] = throughput_table(reports.throughput)
     if reports.serving is not None:
