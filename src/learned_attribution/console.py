@@ -230,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--cache", help="the teacher's resumable parts (default: OUTPUT.teacher beside the output)")
     fit.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
     fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--tracking-uri", help="also log an MLflow run and register the student (e.g. "
+                                            "sqlite:///mlflow.db); default: no MLflow")
+    fit.add_argument("--experiment", default="amortize", help="the MLflow experiment (default: amortize)")
     fit.set_defaults(run=fit_command)
     results = commands.add_parser("results", help="write docs/results.md and README's tables from a run's reports",
                                   description="Every number from the reports a run wrote (results.py).")
@@ -282,9 +285,23 @@ def fit_command(args: argparse.Namespace) -> int:
     cache = Path(args.cache) if args.cache else output.with_name(output.name + ".teacher")
     result = amortize(classifier, texts, ids, settings, cache, dask=dask, device=device,
                       context={"classifier_spec": str(args.classifier)})
-    save_amortized(output, result, settings, classifier, title=f"Student of {args.teacher} for {args.classifier}")
+    title = f"Student of {args.teacher} for {args.classifier}"
+    save_amortized(output, result, settings, classifier, title=title)
     print(f"wrote {output} (student, report.md); explain with: learned-attribution explain --explainer {output} "
           "TEXT", file=sys.stderr)
+    if args.tracking_uri:
+        from learned_attribution.amortize import log_student_run, report_markdown, student_card
+        from learned_attribution.tracking import check_store, resolve_tracking_uri
+
+        uri = resolve_tracking_uri(args.tracking_uri)
+        check_store(uri)
+        tables = {name: getattr(result, name) for name in ("variants", "fidelity", "faithfulness", "cost")}
+        logged = log_student_run(uri, args.experiment, output.name, report_markdown(result, settings, title), tables,
+                                 result.student, student_card(settings, classifier), classifier.path,
+                                 {"classifier": str(args.classifier), "input": str(args.input),
+                                  "teacher": settings.teacher.identity()})
+        print(f"logged MLflow run {logged['run_id']} ({uri}, experiment {args.experiment}); registered "
+              f"{logged['registered_model']}", file=sys.stderr)
     return 0
 
 

@@ -139,16 +139,18 @@ def save_fold_model(fold_folder: str | Path, classifier_folder: str | Path, path
 
 def log_and_register(client, run_id: str, fold_folder: str | Path, classifier_folder: str | Path,
                      registered_name: str) -> str:
-    """Log the fold's pyfunc model under the run's artifact path `explainer` and register it as a new version
-    of `registered_name`; returns the version."""
+    """Log the fold's (or a student's) pyfunc model under the run's artifact path `explainer` and register it as a
+    new version of `registered_name`; returns the version."""
     from mlflow.exceptions import MlflowException
 
     with tempfile.TemporaryDirectory() as scratch:
         model = save_fold_model(fold_folder, classifier_folder, Path(scratch) / MODEL_ARTIFACT_PATH)
         client.log_artifacts(run_id, str(model), MODEL_ARTIFACT_PATH)
     try:
-        client.create_registered_model(registered_name, description="learned-attribution fold explainer "
-                                                                     "(ExpNet+, the paper's ExpNet and baselines)")
+        kind = json.loads((Path(fold_folder) / FOLD_CARD).read_text()).get("kind")
+        described = ("an amortized student of an expensive method, beside the baselines" if kind == "student" else
+                     "ExpNet+, the paper's ExpNet and baselines")
+        client.create_registered_model(registered_name, description=f"learned-attribution explainer ({described})")
     except MlflowException as error:
         if "RESOURCE_ALREADY_EXISTS" not in str(error.error_code):
             raise

@@ -201,9 +201,16 @@ def test_the_fit_command_trains_a_student_and_explain_applies_it(classifier_writ
     corpus = tmp_path / "texts.txt"
     corpus.write_text("\n".join(texts(30)) + "\n\n")
     student = tmp_path / "student"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = main(["fit", "--classifier", str(classifier), "--input", str(corpus), "--teacher", "occlusion",
-                 "--held-out", "5", "--reference-factor", "0", "--output", str(student), "--device", "cpu"])
+                 "--held-out", "5", "--reference-factor", "0", "--output", str(student), "--device", "cpu",
+                 "--tracking-uri", uri])
     assert code == 0 and (student / "student" / "model.safetensors").is_file()
+    from mlflow.tracking import MlflowClient
+
+    [version] = MlflowClient(tracking_uri=uri).search_model_versions("name = 'amortize-student'")
+    run = MlflowClient(tracking_uri=uri).get_run(version.run_id)
+    assert run.info.status == "FINISHED" and "cost.student.ratio_to_forward" in run.data.metrics
     assert (tmp_path / "student.teacher").is_dir()  # the resumable parts, beside the output
     card = json.loads((student / "fold.json").read_text())
     assert card["kind"] == "student" and card["teacher"] == {"method": "occlusion", "settings": {}}

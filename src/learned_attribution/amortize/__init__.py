@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["MIN_TOKENS", "TEACHER_BUDGETS", "AmortizeSettings", "Amortized", "Teacher", "TeacherRun", "amortize",
            "evaluate_student", "faithfulness_table", "fidelity_table", "fit_student", "labelled_rows",
            "predicted_examples", "report_markdown", "save_amortized", "scores_of", "split_examples",
-           "split_held_out", "student_card", "student_signals", "student_variants", "task_examples",
+           "split_held_out", "student_card", "student_signals", "student_variants", "task_examples", "log_student_run",
            "teacher_attributions", "unlabeled_examples"]
 
 
@@ -286,3 +286,46 @@ def save_amortized(folder: str | Path, result: Amortized, settings: AmortizeSett
             getattr(result, name).to_csv(partial / f"{name}.csv", index=False)
         (partial / "report.md").write_text(report_markdown(result, settings, title or f"Student of {folder.name}"))
     return folder
+
+
+def log_student_run(tracking_uri: str, experiment: str, name: str, report: str, tables: dict[str, pd.DataFrame],
+                    student, card: dict, classifier_folder: str | Path, params: dict[str, Any]) -> dict[str, str]:
+    """One MLflow run `name` in `experiment`: the settings, the headline numbers (fidelity, faithfulness, cost and,
+    where there is one, plausibility), the report and its tables, and the student with its classifier as a pyfunc
+    model registered as `<experiment>-<name>`, served like the folds' (serving.py). Returns where the run and the
+    model are."""
+    import tempfile
+
+    from mlflow.tracking import MlflowClient
+
+    from learned_attribution.afn.tracking import log_afn_run
+    from learned_attribution.models.artifacts import save_explainer
+    from learned_attribution.serving import log_and_register
+
+    metrics = {}
+    for key, columns in (("fidelity", ("spearman", "top10", "top20")),
+                         ("faithfulness", ("comprehensiveness", "sufficiency")),
+                         ("cost", ("examples_per_second", "ratio_to_forward"))):
+        for record in tables.get(key, pd.DataFrame()).to_dict("records"):
+            method = "teacher" if str(record["method"]).startswith("teacher") else record["method"]
+            metrics.update({f"{key}.{method}.{c}": record[c] for c in columns if c in record})
+    plausibility = tables.get("plausibility")
+    if plausibility is not None:
+        for record in plausibility[(plausibility["subset"] == "all")
+                                   & (plausibility["rule"] == "matched")].to_dict("records"):
+            metrics.update({f"plausibility.{record['method']}.auroc": record["auroc"],
+                            f"plausibility.{record['method']}.f1_matched": record["f1"]})
+    texts = {"report.md": report, **{f"{key}.csv": table.to_csv(index=False) for key, table in tables.items()}}
+    run_id = log_afn_run(tracking_uri, experiment, params, metrics, pd.DataFrame(columns=["layer"]), texts, {},
+                         run_name=name)
+    client = MlflowClient(tracking_uri=tracking_uri)
+    registered = f"{experiment}-{name}"
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch) / name
+        save_explainer(student, folder / "student")
+        (folder / "fold.json").write_text(json.dumps(card))
+        version = log_and_register(client, run_id, folder, classifier_folder, registered)
+    client.set_tag(run_id, "registered_model", f"models:/{registered}/{version}")
+    logger.info("%s logged to MLflow run %s and registered as models:/%s/%s", name, run_id, registered, version)
+    return {"run_id": run_id, "experiment": experiment, "tracking_uri": tracking_uri,
+            "registered_model": f"models:/{registered}/{version}"}

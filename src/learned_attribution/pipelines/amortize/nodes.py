@@ -169,48 +169,16 @@ def plot_costs(plausibility: pd.DataFrame, fold_cost: pd.DataFrame, student_cost
 def log_student(report: str, variants: pd.DataFrame, fidelity: pd.DataFrame, faithfulness: pd.DataFrame,
                 cost: pd.DataFrame, plausibility: pd.DataFrame, student, card: dict, classifier: TrainedClassifier,
                 params: dict[str, Any], mlflow: dict[str, Any], *, task: str) -> dict[str, str]:
-    """One MLflow run per student in the experiment `amortize.mlflow.experiment` of the store `mlflow.tracking_uri`:
-    the settings, the headline numbers (fidelity, faithfulness, cost, plausibility), the report and tables, and the
-    student with its classifier as a pyfunc model registered as `<experiment>-student_<task>`, served like the
-    folds' (serving.py). Returns where the run and the model are."""
-    import json
-    import tempfile
-
-    from mlflow.tracking import MlflowClient
-
+    """One MLflow run per student in the experiment `amortize.mlflow.experiment` of the store `mlflow.tracking_uri`,
+    the student registered as `<experiment>-student_<task>` (`amortize.log_student_run`)."""
     from learned_attribution import tracking
-    from learned_attribution.afn.tracking import log_afn_run
-    from learned_attribution.models.artifacts import save_explainer
-    from learned_attribution.serving import log_and_register
 
-    experiment = ((params.get("mlflow") or {}).get("experiment")) or "amortize"
-    uri = tracking.resolve_tracking_uri((mlflow or {}).get("tracking_uri"))
-    metrics = {}
-    for table, key, columns in ((fidelity, "fidelity", ("spearman", "top10", "top20")),
-                                (faithfulness, "faithfulness", ("comprehensiveness", "sufficiency")),
-                                (cost, "cost", ("examples_per_second", "ratio_to_forward"))):
-        for record in table.to_dict("records"):
-            name = "teacher" if str(record["method"]).startswith("teacher") else record["method"]
-            metrics.update({f"{key}.{name}.{c}": record[c] for c in columns if c in record})
-    for record in plausibility[plausibility["subset"] == "all"].to_dict("records"):
-        metrics.update({f"plausibility.{record['method']}.{r}": record[c]
-                        for r, c in (("auroc", "auroc"), ("f1_matched", "f1")) if record.get("rule") == "matched"})
-    texts = {"report.md": report, **{f"{name}.csv": table.to_csv(index=False) for name, table in (
-        ("variants", variants), ("fidelity", fidelity), ("faithfulness", faithfulness), ("cost", cost),
-        ("plausibility", plausibility))}}
-    run_params = {"task": task, "amortize": {k: v for k, v in params.items() if k != "mlflow"}}
-    run_id = log_afn_run(uri, experiment, run_params, metrics, pd.DataFrame(columns=["layer"]), texts, {},
-                         run_name=f"student_{task}")
-    client = MlflowClient(tracking_uri=uri)
-    name = f"{experiment}-student_{task}"
-    with tempfile.TemporaryDirectory() as scratch:
-        folder = Path(scratch) / f"student_{task}"
-        save_explainer(student, folder / "student")
-        (folder / "fold.json").write_text(json.dumps(card))
-        version = log_and_register(client, run_id, folder, classifier.path, name)
-    client.set_tag(run_id, "registered_model", f"models:/{name}/{version}")
-    logger.info("student_%s logged to MLflow run %s and registered as models:/%s/%s", task, run_id, name, version)
-    return {"run_id": run_id, "experiment": experiment, "tracking_uri": uri, "registered_model": f"models:/{name}/{version}"}
+    tables = {"variants": variants, "fidelity": fidelity, "faithfulness": faithfulness, "cost": cost,
+              "plausibility": plausibility}
+    return amortize.log_student_run(tracking.resolve_tracking_uri((mlflow or {}).get("tracking_uri")),
+                                    ((params.get("mlflow") or {}).get("experiment")) or "amortize", f"student_{task}",
+                                    report, tables, student, card, classifier.path,
+                                    {"task": task, "amortize": {k: v for k, v in params.items() if k != "mlflow"}})
 
 
 def amortize_summary(*tables: pd.DataFrame) -> str:
