@@ -140,7 +140,7 @@ def _write(option: str, value: str, text: str) -> None:
 
 def explain_command(args: argparse.Namespace) -> int:
     if bool(args.fold) == bool(args.explainer):
-        raise ExplainInputError("give either --fold (a trained fold) or --explainer (a student folder), not both")
+        raise ExplainInputError("give one of --fold (a trained fold) and --explainer (a student folder)")
     if bool(args.texts) == bool(args.input):
         raise ExplainInputError("give either TEXT arguments or --input FILE (not both, not neither)")
     check_output("--output", args.output)
