@@ -171,6 +171,30 @@ def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tu
     return models, f"untrained networks ({why}); same cost"
 
 
+def student_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tuple[dict, str]:
+    """{variant name: student} (issue 14): the amortize pipeline's student when present (`student_<task>/student`),
+    else every default student variant (`amortize.DEFAULT_VARIANTS`) with an untrained network and identity input
+    statistics (the same cost: a student's cost is its signal pass and its network, not its weights)."""
+    from learned_attribution.amortize import DEFAULT_TRAINING, DEFAULT_VARIANTS, student_variants
+    from learned_attribution.models.artifacts import is_complete, load_explainer
+    from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings,
+                                                    build_variant_network)
+    from learned_attribution.models.signals import columns_for
+
+    if is_complete(path):
+        student = load_explainer(path)
+        return {student.variant.name: student}, f"trained student {path}"
+    torch.manual_seed(seed)
+    training = TrainingSettings(**DEFAULT_TRAINING)
+    models = {}
+    for variant in student_variants(DEFAULT_VARIANTS):
+        columns = columns_for(variant.feature_sets, n_heads, n_layers)
+        inputs = InputPipeline.for_variant(variant, columns)
+        inputs.mean, inputs.std = np.zeros(len(columns), np.float32), np.ones(len(columns), np.float32)
+        models[variant.name] = LearnedExplainer(variant, inputs, build_variant_network(variant, columns, training).eval())
+    return models, f"untrained networks ({path} not found); same cost"
+
+
 def api_explainer(setup, expnet_training, expnet_plus: dict, layer: int, folder: Path):
     """A `FoldExplainer` (the public API) over the benchmark's classifier and explainers, from a fold folder
     written to `folder` (the API only reads folders)."""
@@ -219,9 +243,9 @@ def api_steps(explainer, method: str, variant, examples: pd.DataFrame, batch_ind
 
 
 def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_training, expnet_plus: dict,
-                     layer: int, tokenizer) -> dict:
-    """Every requested explainer at its default settings plus `overrides`; `expnet_plus` becomes one
-    entry per variant (`expnet_plus:<variant>`)."""
+                     layer: int, tokenizer, students: dict | None = None) -> dict:
+    """Every requested explainer at its default settings plus `overrides`; `expnet_plus` and `student` become
+    one entry per variant (`expnet_plus:<variant>`, `student:<variant>`)."""
     from learned_attribution.explainers import build_explainer
     from learned_attribution.models.signals import token_vocabulary
 
@@ -231,10 +255,10 @@ def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_tr
         if name == "expnet_paper":
             explainers[name] = build_explainer(name, **{"model": expnet_training, "layer": layer,
                                                         "vocabulary": token_vocabulary(tokenizer), **settings})
-        elif name == "expnet_plus":
+        elif name in ("expnet_plus", "student"):
             vocabulary = token_vocabulary(tokenizer)
-            for variant, model in expnet_plus.items():
-                explainers[f"expnet_plus:{variant}"] = build_explainer(
+            for variant, model in (expnet_plus if name == "expnet_plus" else students or {}).items():
+                explainers[f"{name}:{variant}"] = build_explainer(
                     name, **{"model": model, "layer": layer, "vocabulary": vocabulary, **settings})
         else:
             explainers[name] = build_explainer(name, **settings)
@@ -535,6 +559,15 @@ def targets_table(table: pd.DataFrame) -> pd.DataFrame:
             rows.append({"target": f"{method} / plain forward pass ({'gradients' if gradients else 'no gradients'})",
                          "measured": record["ratio_to_forward"], "required": required,
                          "met": bool(record["ratio_to_forward"] >= required)})
+        if method.startswith("student:") and np.isfinite(record["ratio_to_forward"]):
+            # issue 14: a student over forward-pass signals >= 0.9x a forward pass; one that reads gradients at least
+            # the saliency baseline's own ratio
+            if any(s in record["settings"] for s in GRADIENT_SETS) and "saliency" in by_method.index:
+                required, what = by_method.at["saliency", "ratio_to_forward"], "saliency's own ratio"
+            else:
+                required, what = 0.9, "no gradients"
+            rows.append({"target": f"{method} / plain forward pass ({what})", "measured": record["ratio_to_forward"],
+                         "required": required, "met": bool(record["ratio_to_forward"] >= required)})
     rows.extend(one_text_targets(by_method))
     if "expnet_paper" not in by_method.index or not np.isfinite(by_method.at["expnet_paper", "ratio_to_forward"]):
         return pd.DataFrame(rows)
@@ -671,7 +704,14 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
             args.data_root / "06_models" / f"heldout_{setup.task}" / "expnet_plus_variants", config.num_attention_heads,
             config.num_hidden_layers, args.seed)
         say(f"expnet_plus: {expnet_plus_note}")
-    explainers = build_explainers(names, overrides, expnet_training, expnet_plus, args.layer, setup.tokenizer)
+    students, student_note = {}, ""
+    if "student" in names:
+        config = setup.model.config
+        students, student_note = student_models(args.data_root / "06_models" / f"student_{setup.task}" / "student",
+                                                config.num_attention_heads, config.num_hidden_layers, args.seed)
+        say(f"student: {student_note}")
+    explainers = build_explainers(names, overrides, expnet_training, expnet_plus, args.layer, setup.tokenizer,
+                                  students)
 
     forward = {"forward_all": forward_steps(setup.model, all_batches),
                "forward_subset": forward_steps(setup.model, subset_batches)}
@@ -749,9 +789,10 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     table = table.sort_values("examples_per_s", ascending=False, na_position="last").reset_index(drop=True)
     if expnet_note and "expnet_paper" in set(table["method"]):
         table.loc[table["method"] == "expnet_paper", "settings"] += f" ({expnet_note})"
-    plus_rows = table["method"].str.startswith("expnet_plus:")
-    table.loc[plus_rows, "settings"] = [f"{explainers[m].model.variant.describe()} ({expnet_plus_note})"
-                                        for m in table.loc[plus_rows, "method"]]
+    for prefix, note in (("expnet_plus:", expnet_plus_note), ("student:", student_note)):
+        rows_of = table["method"].str.startswith(prefix)
+        table.loc[rows_of, "settings"] = [f"{explainers[m].model.variant.describe()} ({note})"
+                                          for m in table.loc[rows_of, "method"]]
     api_folder.cleanup()
 
     args.output_dir.mkdir(parents=True, exist_ok=True)

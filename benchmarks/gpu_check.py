@@ -39,7 +39,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from attribution_throughput import build_explainers, expnet_plus_models, load_expnet, make_batches  # noqa: E402
+from attribution_throughput import (build_explainers, expnet_plus_models, load_expnet, make_batches,  # noqa: E402
+                                    student_models)
 from feature_extraction import DEFAULT_OUTPUT_DIR, load_setup, say  # noqa: E402
 
 TOLERANCE = {"perturbation": 2e-2}
@@ -65,7 +66,9 @@ def agreement(setup, device: torch.device, n_texts: int, batch_size: int, quick:
                                  config.num_hidden_layers, seed)
     overrides = {"lime": {"n_samples": 40 if quick else 200}, "kernel_shap": {"n_samples": 40 if quick else 200},
                  "integrated_gradients": {"n_steps": 8 if quick else 20}}
-    explainers = build_explainers(list(EXPLAINERS), overrides, expnet, plus, -1, setup.tokenizer)
+    students, _ = student_models(ROOT / "data" / "06_models" / f"student_{setup.task}" / "student",
+                                 config.num_attention_heads, config.num_hidden_layers, seed)
+    explainers = build_explainers(list(EXPLAINERS), overrides, expnet, plus, -1, setup.tokenizer, students)
     rows = []
     for name, explainer in explainers.items():
         differences = []

@@ -137,6 +137,29 @@ class LearnedExplainerDataset(AbstractDataset):
 # ----------------------------------------------------------------------------------------------------
 # Complete or absent: every output that `kedro run --only-missing-outputs` may skip is written under a
 # temporary name and renamed into place, so a crash leaves the previous output or none, never half of one.
+class PartsCacheDataset(AbstractDataset[None, Path]):
+    """A folder of resumable work parts (the amortize pipeline's teacher parts, `amortize.teacher_attributions`):
+    loading it gives the folder (created when missing), which the node fills part by part, each part written
+    atomically. Declared in the catalog so the scratch folder is visible in kedro-viz; never saved by Kedro."""
+
+    def __init__(self, path: str, metadata: dict[str, Any] | None = None):
+        self._path = Path(path)
+        self.metadata = metadata
+
+    def load(self) -> Path:
+        self._path.mkdir(parents=True, exist_ok=True)
+        return self._path
+
+    def save(self, data) -> None:
+        raise DatasetError(f"{self._path} is a cache folder that its node fills itself; it is not saved")
+
+    def _exists(self) -> bool:
+        return True
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
+
+
 # ----------------------------------------------------------------------------------------------------
 
 class _FlatInitArgs:

@@ -247,9 +247,10 @@ def learned_rationale_scores(model, signals: pd.DataFrame, examples: pd.DataFram
 
 def matched_baselines(metrics: pd.DataFrame) -> pd.DataFrame:
     """The baselines' matched-budget rows on all examples, restricted to methods that explained every
-    example (the expensive methods ran on a sample only, and a sample's AUROC is not comparable)."""
+    example (the expensive methods ran on a sample only, and a sample's AUROC is not comparable); the learned
+    explainers and an amortized student (issue 14) are no baselines."""
     rows = metrics[(metrics["subset"] == "all") & (metrics["rule"] == "matched")
-                   & ~metrics["family"].isin(["floor", "learned"])]
+                   & ~metrics["family"].isin(["floor", "learned", "amortized"])]
     return rows[rows["n_examples"] == rows["n_examples"].max()]
 
 
@@ -267,13 +268,13 @@ def expensive_sample(examples: pd.DataFrame, size: int | None, seed: int) -> lis
     return ids.sample(n=size, random_state=seed).tolist()
 
 
-def method_explainer(name: str, *, expnet, expnet_plus, layer: int, vocabulary: TokenVocabulary,
+def method_explainer(name: str, *, learned: dict | None = None, layer: int, vocabulary: TokenVocabulary,
                      settings: dict[str, Any] | None = None) -> Explainer:
-    """The explainer registered as `name`: the fold's ExpNet+ or paper's ExpNet reading `layer`, or a baseline
-    built with its `settings`."""
-    if name in ("expnet_plus", "expnet_paper"):
-        return build_explainer(name, model=expnet_plus if name == "expnet_plus" else expnet, layer=layer,
-                               vocabulary=vocabulary)
+    """The explainer registered as `name`: a trained learned explainer of `learned` (name -> `LearnedExplainer`: a
+    fold's `expnet_plus` and `expnet_paper`, an amortized `student`) reading `layer`, or a baseline built with its
+    `settings`."""
+    if name in (learned or {}):
+        return build_explainer(name, model=learned[name], layer=layer, vocabulary=vocabulary)
     return build_explainer(name, **(settings or {}))
 
 
@@ -304,8 +305,9 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, expnet, expnet_
                          "crosstask.baselines (the learned explainers run in process: they cost about a forward pass)")
     vocabulary = token_vocabulary(classifier.tokenizer)
     names = [n for n in ["expnet_plus", "expnet_paper", *params["baselines"]] if n not in remote]
-    explainers = {name: method_explainer(name, expnet=expnet, expnet_plus=expnet_plus, layer=params["layer"],
-                                         vocabulary=vocabulary, settings=params["baselines"].get(name))
+    learned = {"expnet_plus": expnet_plus, "expnet_paper": expnet}
+    explainers = {name: method_explainer(name, learned=learned, layer=params["layer"], vocabulary=vocabulary,
+                                         settings=params["baselines"].get(name))
                   for name in names}
     sampled = examples[examples["example_id"].isin(sample)]
     where = {}
@@ -362,7 +364,7 @@ def variant_cost(classifier, predictions: pd.DataFrame, variants: dict, params: 
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
     examples = examples[examples["example_id"].isin(expensive_sample(examples, n_examples, seed))]
     vocabulary = token_vocabulary(classifier.tokenizer)
-    explainers = {name: method_explainer("expnet_plus", expnet=None, expnet_plus=model, layer=params["layer"],
+    explainers = {name: method_explainer("expnet_plus", learned={"expnet_plus": model}, layer=params["layer"],
                                          vocabulary=vocabulary) for name, model in variants.items()}
     timed_forward(classifier, examples.head(params["batch_size"]), params["batch_size"])  # warm-up
     forward_rate = len(examples) / timed_forward(classifier, examples, params["batch_size"])

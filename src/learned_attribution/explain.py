@@ -58,7 +58,8 @@ from learned_attribution.tasks import FOLD_PREFIX, FOLDS, TASKS
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODELS_DIR = Path("data/06_models")
-LEARNED = ("expnet_plus", "expnet_paper")
+LEARNED = ("expnet_plus", "expnet_paper")  # a fold's learned explainers (a card without `learned` has these)
+STUDENT = "student"  # an amortized student's folder (issue 14, `amortize.py`)
 SHAPE_FREE_FOLDER = "expnet_plus_shape_free"  # the fold's best shape-free variant (issue 12)
 FOLD_CARD = "fold.json"
 BUNDLED_CLASSIFIER = "classifier"
@@ -202,7 +203,8 @@ def looks_like_path(spec: str) -> bool:
 
 
 def fold_folder(fold: str | Path, models_dir: str | Path = DEFAULT_MODELS_DIR) -> Path:
-    """The folder of a trained fold: a fold name under `models_dir`, or a folder path (a served bundle)."""
+    """The folder of a trained fold: a fold name under `models_dir`, or a folder path (a served bundle, a student's
+    folder)."""
     path = Path(fold).expanduser()
     if path.is_dir():
         folder = path
@@ -217,7 +219,9 @@ def fold_folder(fold: str | Path, models_dir: str | Path = DEFAULT_MODELS_DIR) -
     else:
         trained = missing_models_dir(models_dir) or f"trained in {models_dir}: {trained_folds(models_dir) or 'none'}"
         raise ExplainInputError(f"unknown fold {str(fold)!r}; the folds are {list(FOLDS)} ({trained})")
-    missing = [name for name in (FOLD_CARD, "expnet_plus", "expnet_paper")
+    learned = json.loads((folder / FOLD_CARD).read_text()).get("learned", LEARNED) if (folder / FOLD_CARD).is_file() \
+        else LEARNED  # a fold's two learned explainers, or a student's folder (issue 14)
+    missing = [name for name in (FOLD_CARD, *learned)
                if not (folder / name).exists() or (name != FOLD_CARD and not artifacts.is_complete(folder / name))]
     if missing:
         raise ExplainInputError(
@@ -294,8 +298,7 @@ class FoldExplainer:
         folder = Path(folder)
         self.folder = folder
         self.card = json.loads((folder / FOLD_CARD).read_text())
-        self.learned = {"expnet_plus": artifacts.load_explainer(folder / "expnet_plus"),
-                        "expnet_paper": artifacts.load_explainer(folder / "expnet_paper")}
+        self.learned = {name: artifacts.load_explainer(folder / name) for name in self.card.get("learned", LEARNED)}
         architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
         # A learned explainer reads a fixed number of layers and heads unless it is shape-free; a classifier of
         # another shape can still be explained by every baseline, so the check applies to the learned methods asked
@@ -317,7 +320,7 @@ class FoldExplainer:
         self.classifier = classifier
         self.device = resolve_device(device)
         classifier.model.to(self.device).eval()
-        context = self.learned["expnet_plus"].context
+        context = next(iter(self.learned.values())).context
         self.max_length = self._checked_max_length(max_length, int(context.get("max_length", 128)))
         self.rho = float(self.card["rho"])
         self.layer = int(self.card.get("layer", context.get("layer", -1)))
@@ -344,6 +347,21 @@ class FoldExplainer:
         return value
 
     @classmethod
+    def from_student(cls, folder: str | Path, classifier: str | Path | TrainedClassifier | None = None,
+                     device: str = "auto", max_length: int | None = None) -> "FoldExplainer":
+        """Load an amortized student's folder (`learned-attribution fit --output DIR`, or the `amortize` pipeline's
+        `data/06_models/student_<task>`) and its classifier (default: the one it was trained for, as recorded in
+        its card; a student explains only that classifier)."""
+        folder = Path(folder)
+        if not (folder / FOLD_CARD).is_file() or not artifacts.is_complete(folder / STUDENT):
+            raise ExplainInputError(f"{folder} is not a student folder (needs {FOLD_CARD} and {STUDENT}/): train one "
+                                    "with `learned-attribution fit` or `kedro run --pipeline amortize`")
+        if not isinstance(classifier, TrainedClassifier):
+            card = json.loads((folder / FOLD_CARD).read_text())
+            classifier = load_classifier(classifier if classifier is not None else card.get("classifier"))
+        return cls(folder, classifier, device=device, max_length=max_length)
+
+    @classmethod
     def from_fold(cls, fold: str | Path, classifier: str | Path | TrainedClassifier | None = None,
                   models_dir: str | Path = DEFAULT_MODELS_DIR, device: str = "auto",
                   max_length: int | None = None) -> "FoldExplainer":
@@ -359,14 +377,18 @@ class FoldExplainer:
 
     @property
     def methods(self) -> list[str]:
-        """Every method this fold can apply: its two learned explainers and every registered baseline."""
-        return [*LEARNED, *sorted(n for n in EXPLAINERS if n not in LEARNED)]
+        """Every method this folder can apply: its learned explainers (a fold's two, or a student) and every
+        registered baseline."""
+        trained = {*LEARNED, STUDENT}
+        return [*self.learned, *sorted(n for n in EXPLAINERS if n not in trained)]
 
     @property
     def default_methods(self) -> list[str]:
-        """ExpNet+ and the fold's best baseline (by AUROC on its held-out task); the baseline alone for a classifier
-        that no ExpNet+ variant of the fold can read (a fold saved without a shape-free variant: `incompatible`)."""
-        return [m for m in ("expnet_plus", self.card["best_baseline"]) if m not in self._incompatible]
+        """A fold's ExpNet+ (a student folder's student) and the best baseline (by AUROC on the fold's held-out
+        task; a student's teacher); the baseline alone for a classifier that the learned one cannot read (a fold
+        saved without a shape-free variant: `incompatible`)."""
+        first = STUDENT if STUDENT in self.learned else "expnet_plus"
+        return [m for m in (first, self.card["best_baseline"]) if m not in self._incompatible]
 
     @property
     def incompatible(self) -> dict[str, str]:
@@ -385,12 +407,12 @@ class FoldExplainer:
                 f"{self._incompatible[method]}. The other methods run on this classifier: {usable}")
         if method not in self._explainers:
             self._explainers[method] = method_explainer(
-                method, expnet=self.learned["expnet_paper"], expnet_plus=self.learned["expnet_plus"], layer=self.layer,
-                vocabulary=self._vocabulary, settings=self.card.get("baselines", {}).get(method))
+                method, learned=self.learned, layer=self.layer, vocabulary=self._vocabulary,
+                settings=self.card.get("baselines", {}).get(method))
         return self._explainers[method]
 
     def threshold(self, method: str) -> float | None:
-        return self.learned[method].calibrated_threshold if method in self.learned else None
+        return self.learned[method].own_threshold if method in self.learned else None
 
     def explain(self, texts: str | Sequence[str | Sequence[str]], methods: Sequence[str] | None = None,
                 batch_size: int = 16, ids: str | Sequence[str] | None = None, progress=None,

@@ -1,7 +1,8 @@
 """Project pipelines."""
 from kedro.pipeline import Pipeline
 
-from learned_attribution.pipelines import afn, classifiers, crosstask, data_processing, evaluate_external, transfer
+from learned_attribution.pipelines import (afn, amortize, classifiers, crosstask, data_processing, evaluate_external,
+                                          transfer)
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -15,4 +16,5 @@ def register_pipelines() -> dict[str, Pipeline]:
         "afn": afn.create_pipeline(),
         "evaluate_external": evaluate_external.create_pipeline(),
         "transfer": transfer.create_pipeline(),
+        "amortize": amortize.create_pipeline(),
     }

@@ -54,7 +54,8 @@ def cost_plausibility_chart(points: pd.DataFrame, title: str) -> plt.Figure:
     for axis, shown in ((axes[0], points), (axes[1], zoom)):
         for row in shown.itertuples():
             variant = row.family == "expnet_plus variant"
-            color = colours[row.method] if variant else "tab:red" if row.family == "learned" else "tab:blue"
+            color = colours[row.method] if variant else "tab:red" if row.family in ("learned", "amortized") else \
+                "tab:blue"
             axis.errorbar(row.ratio_to_forward, row.auroc,
                           yerr=[[row.auroc - row.auroc_low], [row.auroc_high - row.auroc]], fmt="D" if variant else "o",
                           color=color, mfc=color if row.subset == "all" else "white", capsize=2, ms=5 if variant else 6,
@@ -76,6 +77,32 @@ def cost_plausibility_chart(points: pd.DataFrame, title: str) -> plt.Figure:
         axes[1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, title="ExpNet+ candidates",
                        title_fontsize=7)
     figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
+def cost_faithfulness_chart(points: pd.DataFrame, title: str) -> plt.Figure:
+    """Throughput (ratio to a plain forward pass, log scale) against ERASER comprehensiveness AOPC (higher: the
+    classifier needs the tokens the method ranks first), one point per method, the amortized student (issue 14)
+    and the learned explainers in red, and the methods on the Pareto frontier of the two joined."""
+    from learned_attribution.evaluation import pareto_frontier
+
+    figure, axis = plt.subplots(figsize=(9, 5.5))
+    for row in points.itertuples():
+        colour = "tab:red" if row.family in ("learned", "amortized") else "tab:blue"
+        axis.plot(row.ratio_to_forward, row.comprehensiveness, "o", color=colour, ms=6)
+        axis.annotate(row.method, (row.ratio_to_forward, row.comprehensiveness), textcoords="offset points",
+                      xytext=(5, 3), fontsize=7)
+    front = points[pareto_frontier(points["ratio_to_forward"], points["comprehensiveness"])]
+    front = front.sort_values("ratio_to_forward")
+    axis.plot(front["ratio_to_forward"], front["comprehensiveness"], color="black", linestyle="--", linewidth=1,
+              label="Pareto frontier")
+    axis.axvline(1.0, color="grey", linestyle=":", linewidth=1, label="a plain forward pass")
+    axis.set_xscale("log")
+    axis.set_xlabel("throughput, ratio to a plain forward pass (log; right = cheaper)")
+    axis.set_ylabel("comprehensiveness AOPC (higher = more faithful)")
+    axis.legend(loc="lower left", fontsize=8)
+    axis.set_title(title, fontsize=10)
     figure.tight_layout()
     return figure
 

@@ -19,6 +19,7 @@ log). Requests are answered on parallel threads; `FoldExplainer` makes them take
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -32,7 +33,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 
-from learned_attribution.explain import BUNDLED_CLASSIFIER, FOLD_CARD, SHAPE_FREE_FOLDER
+from learned_attribution.explain import BUNDLED_CLASSIFIER, FOLD_CARD, LEARNED, SHAPE_FREE_FOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +104,13 @@ def pinned_requirements() -> list[str]:
 
 
 def bundle_fold(fold_folder: str | Path, classifier_folder: str | Path, destination: str | Path) -> Path:
-    """A self-contained copy of a fold folder (without the ablation's variants) with its classifier."""
+    """A self-contained copy of a fold folder (without the ablation's variants), or of a student's folder, with its
+    classifier."""
     fold_folder, destination = Path(fold_folder), Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
     shutil.copy2(fold_folder / FOLD_CARD, destination / FOLD_CARD)
-    for name in ("expnet_paper", "expnet_plus", SHAPE_FREE_FOLDER):
+    learned = json.loads((fold_folder / FOLD_CARD).read_text()).get("learned", LEARNED)
+    for name in (*learned, SHAPE_FREE_FOLDER):
         if (fold_folder / name).is_dir():  # a fold saved before issue 12 has no shape-free variant
             shutil.copytree(fold_folder / name, destination / name)
     shutil.copytree(classifier_folder, destination / BUNDLED_CLASSIFIER,
@@ -136,16 +139,18 @@ def save_fold_model(fold_folder: str | Path, classifier_folder: str | Path, path
 
 def log_and_register(client, run_id: str, fold_folder: str | Path, classifier_folder: str | Path,
                      registered_name: str) -> str:
-    """Log the fold's pyfunc model under the run's artifact path `explainer` and register it as a new version
-    of `registered_name`; returns the version."""
+    """Log the fold's (or a student's) pyfunc model under the run's artifact path `explainer` and register it as a
+    new version of `registered_name`; returns the version."""
     from mlflow.exceptions import MlflowException
 
     with tempfile.TemporaryDirectory() as scratch:
         model = save_fold_model(fold_folder, classifier_folder, Path(scratch) / MODEL_ARTIFACT_PATH)
         client.log_artifacts(run_id, str(model), MODEL_ARTIFACT_PATH)
     try:
-        client.create_registered_model(registered_name, description="learned-attribution fold explainer "
-                                                                     "(ExpNet+, the paper's ExpNet and baselines)")
+        kind = json.loads((Path(fold_folder) / FOLD_CARD).read_text()).get("kind")
+        described = ("an amortized student of an expensive method, beside the baselines" if kind == "student" else
+                     "ExpNet+, the paper's ExpNet and baselines")
+        client.create_registered_model(registered_name, description=f"learned-attribution explainer ({described})")
     except MlflowException as error:
         if "RESOURCE_ALREADY_EXISTS" not in str(error.error_code):
             raise

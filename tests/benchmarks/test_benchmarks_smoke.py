@@ -80,7 +80,11 @@ def test_attribution_throughput_quick(scripts, tmp_path):
 
     variants = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"][
         "expnet_plus"]["variants"]
-    expected = [n for n in EXPLAINERS if n != "expnet_plus"] + [f"expnet_plus:{v}" for v in variants]
+    from learned_attribution.amortize import DEFAULT_VARIANTS
+
+    students = [f"student:{v}" for v in DEFAULT_VARIANTS]
+    expected = [n for n in EXPLAINERS if n not in ("expnet_plus", "student")] + [f"expnet_plus:{v}" for v in variants]
+    expected += students
     expected += ["api:expnet_paper", "api:saliency", *(f"api:expnet_plus:{v}" for v in variants)]
     assert sorted(table["method"]) == sorted(["forward_all", "forward_subset", *expected])
     assert (table["error"] == "").all()
@@ -121,7 +125,10 @@ def test_attribution_throughput_quick(scripts, tmp_path):
         [*(f"{m} batch-1 cost <= captum's own one-text call (captum s / API s)"
            for m in attribution_throughput.CAPTUM_METHODS),
          "integrated_gradients batched per text <= alone per text (alone s / batched s)"])
-    assert len(targets) == 5 + len(plus) + len(api) + len(one_text)
+    assert len(targets) == 5 + len(plus) + len(students) + len(api) + len(one_text)
+    assert sorted(targets.loc[targets["target"].str.startswith("student:"), "target"]) == [
+        "student:student_forward / plain forward pass (no gradients)",
+        "student:student_gradient / plain forward pass (saliency's own ratio)"]
     assert positive_finite(targets["measured"])
 
 

@@ -122,7 +122,10 @@ def _learned(model) -> dict:
 
     paper = untrained(Variant("expnet_paper", stopping="token_auroc"))
     assert len(paper.columns) == 2 * heads
-    return {"expnet": paper, "expnet_plus": untrained(Variant("everything", feature_sets=FEATURE_SETS, gating=True))}
+    student = untrained(Variant("student", feature_sets=("attention", "saliency", "position"), objective="distill",
+                                stopping="example_spearman"))
+    return {"learned": {"expnet_paper": paper, "expnet_plus": untrained(Variant("everything", feature_sets=FEATURE_SETS,
+                                                                                gating=True)), "student": student}}
 
 
 @pytest.mark.parametrize("method", sorted(EXPLAINERS))
@@ -213,7 +216,7 @@ def test_an_unsupported_family_is_named_with_the_supported_ones():
 
 def test_the_methods_that_need_attentions_are_named_when_a_model_returns_none(tiny_classifier):
     assert {"raw_attention", "attention_rollout", "gae", "attcat", "attention_x_gradient", "expnet_paper",
-            "expnet_plus"} == set(attention_methods())
+            "expnet_plus", "student"} == set(attention_methods())
     assert needs_attentions("gae") and not needs_attentions("saliency") and not needs_attentions("no_such_method")
     model, tokenizer = tiny_classifier("bert", attn_implementation="sdpa")
     batch = make_batch([[tokenizer.cls_token_id, 7, 8, tokenizer.sep_token_id]], [0], tokenizer)

@@ -1,6 +1,6 @@
-"""The learned explainers: the paper's ExpNet and ExpNet+ (issues 06, 12), each one pass of the classifier for the
-signals its variant reads, then a tiny network (`models/learned`). The two names apply the same class to the
-fold's two trained variants."""
+"""The learned explainers: the paper's ExpNet, ExpNet+ (issues 06, 12) and the amortized student (issue 14), each one
+pass of the classifier for the signals its variant reads, then a tiny network (`models/learned`). The three names
+apply the same class to a fold's two trained variants and to a student."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,3 +48,12 @@ class ExpNetExplainer(LearnedMethod):
 @register("expnet_plus")
 class ExpNetPlusExplainer(LearnedMethod):
     """ExpNet+ (issue 06): the fold's chosen variant over the signals it reads (see `models/signals.py`)."""
+
+
+@register("student")
+class StudentExplainer(LearnedMethod):
+    """An amortized student (issue 14, `amortize.py`): trained to reproduce an expensive method (its teacher) on
+    its classifier's unlabeled texts; it reads no rationale. Its scores rank tokens as the teacher would (a
+    probability-like score, not a rationale probability: its rationale is the top-k rule)."""
+
+    family = "amortized"

@@ -14,6 +14,7 @@ complete (config.json is written last inside it as well).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict
 from importlib import metadata
@@ -58,6 +59,16 @@ def classifier_signature(model: torch.nn.Module, tokenizer) -> dict[str, Any]:
             "tokenizer_class": type(tokenizer).__name__.removesuffix("Fast"), "vocab_size": int(len(tokenizer))}
 
 
+def classifier_fingerprint(model: torch.nn.Module) -> str:
+    """SHA-256 (16 hex digits) of the classifier's weights: what a student (issue 14) and a teacher part are bound
+    to."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def explainer_context(classifier_model: torch.nn.Module, tokenizer, *, fold: str, held_out_task: str,
                       training_tasks: list[str], encoder: str, layer: int, rho: float, max_length: int) -> dict:
     """The `context` block of an artifact's config (see the module docstring)."""
@@ -70,7 +81,8 @@ def check_compatible(explainer: LearnedExplainer, model: torch.nn.Module, tokeni
     """Raise `IncompatibleClassifierError` naming every difference that matters between the classifier an
     explainer was trained for (`context["classifier"]`) and `model`/`tokenizer`. The label count may differ:
     the explainers explain whichever class is predicted. A shape-free explainer (issue 12) reads a classifier of
-    any supported family, depth, head count and tokenizer: its columns are computed from the classifier itself."""
+    any supported family, depth, head count and tokenizer: its columns are computed from the classifier itself. A
+    student (issue 14) records its classifier's weights fingerprint and explains only that classifier."""
     expected = explainer.context.get("classifier", {})
     actual = classifier_signature(model, tokenizer)
     differences = []
@@ -80,6 +92,15 @@ def check_compatible(explainer: LearnedExplainer, model: torch.nn.Module, tokeni
     if actual["model_type"] not in SUPPORTED_MODEL_TYPES and actual["model_type"] != expected.get("model_type"):
         differences.append(f"model_type {actual['model_type']!r} is not a supported encoder family "
                            f"({', '.join(SUPPORTED_MODEL_TYPES)}; models/architectures.py)")
+    bound = explainer.context.get("classifier_fingerprint")
+    if bound is not None and not differences:
+        fingerprint = classifier_fingerprint(model)
+        if fingerprint != bound:
+            trained_on = explainer.context.get("classifier_path") or "its training classifier"
+            raise IncompatibleClassifierError(
+                f"{where} is a student trained for one classifier, {trained_on} (weights fingerprint {bound}), and "
+                f"explains only that one; this classifier{_named(model)} has weights fingerprint {fingerprint}. "
+                "Train a student for it with `learned-attribution fit --classifier ...`")
     if differences:
         raise IncompatibleClassifierError(
             f"{where} was trained for a {expected.get('model_type')} classifier with "
@@ -87,6 +108,11 @@ def check_compatible(explainer: LearnedExplainer, model: torch.nn.Module, tokeni
             f"({expected.get('tokenizer_class')} tokenizer) and cannot read this one: " + "; ".join(differences)
             + ("" if explainer.shape_free else f" (its variant {explainer.variant.name!r} reads one column per layer "
                "or head; a shape-free variant reads any shape)"))
+
+
+def _named(model: torch.nn.Module) -> str:
+    path = getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", "")
+    return f" ({path})" if path else ""
 
 
 def _config(explainer: LearnedExplainer) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -101,7 +127,9 @@ def _config(explainer: LearnedExplainer) -> tuple[dict, dict[str, torch.Tensor]]
     return config, net.state_dict()
 
 
-def _write(explainer: LearnedExplainer, folder: Path) -> None:
+def write_explainer(explainer: LearnedExplainer, folder: Path) -> None:
+    """`folder/model.safetensors` and `folder/config.json`, written in place (callers write into a partial folder
+    that is renamed when complete: `save_explainer`, `amortize.save_amortized`)."""
     config, state = _config(explainer)
     config = {"format_version": FORMAT_VERSION, **config, "context": explainer.context}
     folder.mkdir(parents=True, exist_ok=True)
@@ -112,14 +140,14 @@ def _write(explainer: LearnedExplainer, folder: Path) -> None:
 def save_explainer(explainer: LearnedExplainer, folder: str | Path) -> None:
     """Write `folder/model.safetensors` and `folder/config.json` atomically."""
     with atomic_folder(folder) as partial:
-        _write(explainer, partial)
+        write_explainer(explainer, partial)
 
 
 def save_explainers(explainers: dict[str, LearnedExplainer], folder: str | Path) -> None:
     """Several named explainers as subfolders of `folder`, written atomically as a whole."""
     with atomic_folder(folder) as partial:
         for name, explainer in explainers.items():
-            _write(explainer, partial / name)
+            write_explainer(explainer, partial / name)
 
 
 def load_explainers(folder: str | Path) -> dict[str, LearnedExplainer]:

@@ -134,6 +134,12 @@ class LearnedExplainer:
                 residual = logits.mean(0) if member is None else logits[member]
             return torch.sigmoid(offsets + self.variant.anchor_weight * residual).numpy()
 
+    @property
+    def own_threshold(self) -> float | None:
+        """The threshold of its own rationale rule (calibrated on validation rationales), None for a student of
+        real-valued attributions (issue 14), whose scores rank tokens without a rationale scale: top-k instead."""
+        return None if self.variant.objective == "distill" else self.calibrated_threshold
+
     def gates(self) -> dict[str, float]:
         """Head gates (mean over the seeds), empty without gating."""
         gates = self.net.gates()

@@ -1,0 +1,117 @@
+"""A student judged on held-out texts: fidelity to a reference teacher, faithfulness, cost (issue 14)."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from learned_attribution.explainers import build_explainer
+
+if TYPE_CHECKING:
+    from . import AmortizeSettings
+
+logger = logging.getLogger(__name__)
+
+
+def fidelity_table(candidates: dict[str, pd.DataFrame], reference: pd.DataFrame,
+                   fractions: Sequence[float] = (0.1, 0.2), n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Each candidate's token scores (example_id, scores) against the `reference`'s on the examples both have:
+    mean per-example Spearman and top-k overlap (k = each fraction of the tokens), with bootstrap 95% intervals."""
+    from learned_attribution.metrics.fidelity import example_spearman, top_k_overlap
+    from learned_attribution.metrics.plausibility import bootstrap_ci
+
+    reference_by_id = dict(zip(reference["example_id"], reference["scores"]))
+    rows = []
+    for name, table in candidates.items():
+        pairs = [(np.asarray(s, float), np.asarray(reference_by_id[i], float))
+                 for i, s in zip(table["example_id"], table["scores"]) if i in reference_by_id]
+        row: dict[str, Any] = {"method": name, "n_examples": len(pairs)}
+        if pairs:
+            groups = np.concatenate([np.full(len(a), k) for k, (a, _) in enumerate(pairs)])
+            rho = example_spearman(np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs]),
+                                   groups)
+            metrics = {"spearman": rho}
+            for fraction in fractions:
+                metrics[f"top{round(100 * fraction)}"] = np.array([top_k_overlap(a, b, fraction) for a, b in pairs])
+            for metric, values in metrics.items():
+                row[metric] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+                row[f"{metric}_low"], row[f"{metric}_high"] = bootstrap_ci(values, n_boot, seed)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def scores_of(classifier, examples: pd.DataFrame, explainers: dict, batch_size: int = 16):
+    """Token scores (example_id, method, scores) of in-process explainers, and each one's seconds."""
+    from learned_attribution.evaluation import explain_examples
+
+    run = explain_examples(classifier.model, classifier.tokenizer, examples, explainers, batch_size)
+    return run.scores, run.seconds
+
+
+def faithfulness_table(classifier, examples: pd.DataFrame, scores: dict[str, pd.DataFrame],
+                       fractions: Sequence[float], batch_size: int = 32, n_boot: int = 1000,
+                       seed: int = 0) -> pd.DataFrame:
+    """ERASER comprehensiveness and sufficiency (AOPC) of each method's scores on `examples` (for the predicted
+    class), mean with bootstrap 95% intervals."""
+    from learned_attribution.metrics.faithfulness import faithfulness
+    from learned_attribution.metrics.plausibility import bootstrap_ci
+
+    by_id = examples.set_index("example_id")
+    rows = []
+    for name, table in scores.items():
+        ids = [i for i in table["example_id"] if i in by_id.index]
+        if not ids:
+            continue
+        values = dict(zip(table["example_id"], table["scores"]))
+        result = faithfulness(classifier.model, [list(by_id.at[i, "input_ids"]) for i in ids],
+                              [np.asarray(values[i], float) for i in ids], [int(by_id.at[i, "predicted"]) for i in ids],
+                              fractions=tuple(fractions), batch_size=batch_size,
+                              pad_token_id=classifier.tokenizer.pad_token_id)
+        row: dict[str, Any] = {"method": name, "n_examples": len(ids)}
+        for metric in ("comprehensiveness", "sufficiency"):
+            row[metric] = float(result[metric].mean())
+            row[f"{metric}_low"], row[f"{metric}_high"] = bootstrap_ci(result[metric].to_numpy(), n_boot, seed)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+
+def evaluate_student(classifier, student, held_out: pd.DataFrame, teacher_scores: pd.DataFrame,
+                     reference_scores: pd.DataFrame | None, settings: AmortizeSettings,
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Fidelity (student and teacher against the reference; empty without one), faithfulness (student, teacher,
+    saliency) and cost on the held-out texts: examples per second of the student and saliency on every held-out
+    text and of the teacher on the first `cost_texts` of them, each beside a plain forward pass over the same texts
+    (`ratio_to_forward`), all timed in this call, in process."""
+    from learned_attribution.evaluation import FORWARD, timed_forward
+    from learned_attribution.models.signals import token_vocabulary
+
+    teacher_name = f"teacher ({settings.teacher.describe()})"
+    explainers = {"student": build_explainer("student", model=student, layer=settings.layer,
+                                             vocabulary=token_vocabulary(classifier.tokenizer)),
+                  "saliency": build_explainer("saliency")}
+    timed_forward(classifier, held_out.head(settings.batch_size), settings.batch_size)  # warm-up
+    scores, seconds = scores_of(classifier, held_out, explainers, settings.batch_size)
+    sample = held_out.head(settings.cost_texts)
+    _, teacher_seconds = scores_of(classifier, sample, {teacher_name: settings.teacher.explainer()},
+                                   settings.batch_size)
+    forward = {len(held_out): timed_forward(classifier, held_out, settings.batch_size),
+               len(sample): timed_forward(classifier, sample, settings.batch_size)}
+    rows = [{"method": FORWARD, "n_examples": len(held_out), "seconds": forward[len(held_out)]}]
+    rows += [{"method": name, "n_examples": len(held_out), "seconds": seconds[name]} for name in explainers]
+    rows.append({"method": teacher_name, "n_examples": len(sample), "seconds": teacher_seconds[teacher_name]})
+    cost = pd.DataFrame(rows)
+    cost["examples_per_second"] = cost["n_examples"] / cost["seconds"]
+    cost["ratio_to_forward"] = cost["n_examples"].map(forward) / cost["seconds"]
+
+    by_method = {name: rows for name, rows in scores.groupby("method", sort=False)}
+    candidates = {"student": by_method["student"], teacher_name: teacher_scores}
+    fidelity = (fidelity_table(candidates, reference_scores, settings.top_k_fractions, settings.n_boot, settings.seed)
+                if reference_scores is not None else pd.DataFrame())
+    faithful = faithfulness_table(classifier, held_out, {**candidates, "saliency": by_method["saliency"]},
+                                  settings.faithfulness_fractions, 2 * settings.batch_size, settings.n_boot,
+                                  settings.seed)
+    return fidelity, faithful, cost
+

@@ -1,0 +1,263 @@
+"""Amortized students (issue 14, amortize.py): the teacher's resumable parts, in process and on a real 2-worker Dask
+LocalCluster, the student fitted and applied on two families (tiny BERT, tiny RoBERTa), its binding to its own
+classifier, the `fit` and `explain --explainer` commands, and every bad input of the issue."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from learned_attribution import amortize
+from learned_attribution.amortize import (AmortizeSettings, Teacher, fidelity_table, teacher_attributions,
+                                          unlabeled_examples)
+from learned_attribution.console import main
+from learned_attribution.datasets import TrainedClassifier
+from learned_attribution.distributed import DaskSettings
+from learned_attribution.explain import FoldExplainer, load_classifier
+from learned_attribution.models import artifacts
+
+WORDS = ["the", "movie", "is", "great", "a", "bad", "film", "so", "boring", "and", "slow", "fun", "story", "plot",
+         "was", "very", "dull", "love", "it", "not", "good", "funny", "sad", "end", "sharp", "actors"]
+
+
+def texts(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(3, 9)))) for _ in range(n)]
+
+
+@pytest.fixture
+def classifier(classifier_writer, tmp_path):
+    return load_classifier(classifier_writer(tmp_path / "classifier", seed=3))
+
+
+def quick_settings(**overrides) -> AmortizeSettings:
+    base = dict(teacher=Teacher("occlusion", {}), held_out_texts=6, reference_factor=2, part_size=8, batch_size=4,
+                cost_texts=3, n_boot=50, max_texts=None,
+                training={"hidden": 8, "learning_rate": 5e-3, "batch_size": 8, "max_epochs": 6, "patience": 3,
+                          "seeds": 2})
+    return AmortizeSettings(**{**base, **overrides})
+
+
+def test_a_teacher_checks_its_settings_and_scales_its_budget():
+    shap = Teacher("kernel_shap", {"n_samples": 50, "seed": 3})
+    assert shap.budget == 50 and shap.at_budget(10).settings == {"n_samples": 500, "seed": 4}  # an independent draw
+    assert Teacher("integrated_gradients", {}).at_budget(10).settings == {"n_steps": 200}
+    assert Teacher("occlusion").at_budget(10) == Teacher("occlusion")  # exact: no budget to raise
+    with pytest.raises(ValueError, match="teacher 'saliency' is not one of"):
+        Teacher("saliency")
+    with pytest.raises(ValueError, match="n_samples"):
+        Teacher("lime", {"n_samples": 0})
+
+
+def test_texts_too_short_are_skipped_and_counted_and_all_too_short_is_an_error(classifier, caplog):
+    examples, skipped = unlabeled_examples(classifier, ["good", "the movie is great", "   ", "bad film"], ids=list("abcd"))
+    assert examples["example_id"].tolist() == ["b", "d"]
+    assert dict(zip(skipped["example_id"], skipped["reason"])) == {"c": "empty", "a": "1 real token(s), fewer than 2"}
+    assert "2 of 4 texts skipped" in caplog.text
+    assert set(examples.columns) >= {"input_ids", "predicted", "probability"}
+    with pytest.raises(ValueError, match="none of the 2 texts has 2 or more real tokens"):
+        unlabeled_examples(classifier, ["good", "bad"])
+
+
+def test_teacher_parts_resume_without_recomputing_and_never_reuse_other_inputs(classifier, tmp_path, monkeypatch):
+    examples, _ = unlabeled_examples(classifier, texts(20))
+    teacher = Teacher("kernel_shap", {"n_samples": 16, "seed": 0})
+    real = amortize.teacher._write_part
+    written = []
+
+    def killed_after_two(path, chunk, run):  # the run is killed while the third part is being computed
+        if len(written) == 2:
+            raise KeyboardInterrupt
+        written.append(path.name)
+        real(path, chunk, run)
+
+    monkeypatch.setattr(amortize.teacher, "_write_part", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        teacher_attributions(classifier, examples, teacher, tmp_path / "cache", part_size=6, progress=False)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(written)  # complete parts only
+    monkeypatch.setattr(amortize.teacher, "_write_part", real)
+    resumed = teacher_attributions(classifier, examples, teacher, tmp_path / "cache", part_size=6, progress=False)
+    assert resumed.reused_parts == 2 and resumed.n_computed == 20 - 12
+    fresh = teacher_attributions(classifier, examples, teacher, tmp_path / "fresh", part_size=6, progress=False)
+    assert resumed.scores["example_id"].tolist() == examples["example_id"].tolist()
+    for a, b in zip(resumed.scores["scores"], fresh.scores["scores"]):
+        np.testing.assert_array_equal(a, b)
+    again = teacher_attributions(classifier, examples, teacher, tmp_path / "cache", part_size=6, progress=False)
+    assert again.n_computed == 0 and again.reused_parts == 4
+    # Other settings, or another classifier's weights: new parts, never the cached ones.
+    other = teacher_attributions(classifier, examples, Teacher("kernel_shap", {"n_samples": 16, "seed": 1}),
+                                 tmp_path / "cache", part_size=6, progress=False)
+    assert other.n_computed == 20
+    with_noise = TrainedClassifier(classifier.model, classifier.tokenizer)
+    import torch
+
+    with torch.no_grad():
+        next(with_noise.model.parameters()).add_(0.01)
+    assert teacher_attributions(with_noise, examples, teacher, tmp_path / "cache", part_size=6,
+                                progress=False).n_computed == 20
+
+
+def test_a_teacher_failing_on_some_texts_lists_them_and_keeps_the_rest(classifier, tmp_path, monkeypatch, caplog):
+    from learned_attribution.explainers.perturbation import Occlusion
+
+    examples, _ = unlabeled_examples(classifier, ["the movie is great", "a bad film so boring", "fun story"],
+                                     ids=["ok1", "long", "ok2"])
+    real = Occlusion.explain_content
+
+    def fails_on_five_tokens(self, forward, content_ids, mask_token_id):
+        if content_ids.shape[1] == 5:
+            raise RuntimeError("teacher broke")
+        return real(self, forward, content_ids, mask_token_id)
+
+    monkeypatch.setattr(Occlusion, "explain_content", fails_on_five_tokens)
+    run = teacher_attributions(classifier, examples, Teacher("occlusion"), tmp_path / "c", progress=False)
+    assert run.scores["example_id"].tolist() == ["ok1", "ok2"]
+    assert run.failures.to_dict("records") == [{"example_id": "long", "error": "RuntimeError: teacher broke"}]
+    assert "failed on 1 of 3 texts" in caplog.text
+
+
+def test_the_teacher_on_dask_gives_the_in_process_scores(classifier, tmp_path):
+    examples, _ = unlabeled_examples(classifier, texts(12, seed=1))
+    teacher = Teacher("kernel_shap", {"n_samples": 16, "seed": 0})
+    local = teacher_attributions(classifier, examples, teacher, tmp_path / "local", part_size=6, progress=False)
+    dask = DaskSettings("local", n_workers=2, threads_per_worker=1, retries=0, device="cpu")
+    remote = teacher_attributions(classifier, examples, teacher, tmp_path / "dask", part_size=6, batch_size=2,
+                                  dask=dask, progress=False)
+    assert remote.scores["example_id"].tolist() == local.scores["example_id"].tolist()
+    for a, b in zip(remote.scores["scores"], local.scores["scores"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_fidelity_known_answers():
+    reference = pd.DataFrame({"example_id": ["a", "b"], "scores": [np.array([1.0, 2, 3, 4]), np.array([3.0, 1, 2])]})
+    reversed_ = reference.assign(scores=[s[::-1].copy() for s in reference["scores"]])
+    table = fidelity_table({"same": reference, "reversed": reversed_}, reference, n_boot=20).set_index("method")
+    assert table.at["same", "spearman"] == 1.0 and table.at["same", "top10"] == 1.0 and table.at["same", "top20"] == 1.0
+    assert table.at["reversed", "spearman"] == pytest.approx((-1.0 + 0.5) / 2)
+    assert table.at["same", "n_examples"] == 2
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_a_student_is_fitted_saved_and_applied_to_new_text_on_two_families(family, tiny_classifier, classifier_writer,
+                                                                           tmp_path):
+    if family == "bert":
+        classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
+    else:
+        model, tokenizer = tiny_classifier("roberta", n_layers=2, n_heads=2)
+        model.save_pretrained(tmp_path / "classifier")
+        tokenizer.save_pretrained(tmp_path / "classifier")
+        classifier = load_classifier(tmp_path / "classifier")
+    settings = quick_settings()
+    result = amortize.amortize(classifier, texts(40), None, settings, tmp_path / "cache", progress=False)
+    assert result.n_train == 34 and result.n_held_out == 6
+    assert result.variants["selected"].sum() == 1 and set(result.variants["variant"]) == set(amortize.DEFAULT_VARIANTS)
+    teacher_row = result.fidelity[result.fidelity["method"].str.startswith("teacher")].iloc[0]
+    assert teacher_row["spearman"] == pytest.approx(1.0)  # occlusion is exact: the reference is itself
+    assert set(result.faithfulness["method"]) == {"student", "saliency", teacher_row["method"]}
+    assert (result.cost.set_index("method").at["forward", "ratio_to_forward"]) == pytest.approx(1.0)
+    folder = amortize.save_amortized(tmp_path / "student", result, settings, classifier)
+    assert {p.name for p in folder.iterdir()} >= {"student", "fold.json", "report.md", "fidelity.csv", "cost.csv"}
+    assert not list(folder.rglob("*.pkl")) and not list(folder.rglob("*.pt"))  # safetensors + JSON
+    explainer = FoldExplainer.from_student(folder)
+    assert explainer.default_methods == ["student", "occlusion"] and "expnet_plus" not in explainer.methods
+    [explained] = explainer.explain(["the movie is great and fun"])
+    assert len(explained.word_scores["student"]) == 6 and sum(explained.rationale["student"]) == 1  # top 20%: 1 word
+    # The same scores as the student gives the held-out texts through the evaluation path.
+    held = unlabeled_examples(classifier, ["the movie is great and fun"])[0]
+    scores, _ = amortize.scores_of(classifier, held, {"student": explainer.explainer("student")})
+    np.testing.assert_allclose(scores["scores"].iloc[0], explained.token_scores["student"], rtol=1e-5)
+
+
+def test_a_student_refuses_another_classifier_naming_both(classifier_writer, tmp_path):
+    classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
+    settings = quick_settings(reference_factor=0)
+    result = amortize.amortize(classifier, texts(30), None, settings, tmp_path / "cache", progress=False)
+    assert result.fidelity.empty  # no reference asked for
+    folder = amortize.save_amortized(tmp_path / "student", result, settings, classifier)
+    other = load_classifier(classifier_writer(tmp_path / "other", seed=2))  # same shape, other weights
+    explainer = FoldExplainer.from_student(folder, classifier=other)
+    assert "student" in explainer.incompatible and explainer.default_methods == ["occlusion"]
+    with pytest.raises(artifacts.IncompatibleClassifierError, match=r"classifier.*fingerprint .*this classifier"):
+        explainer.explain(["the movie is great"], methods=["student"])
+    message = explainer.incompatible["student"]
+    assert str(tmp_path / "classifier") in message and str(tmp_path / "other") in message
+
+
+def test_an_unsupported_family_is_refused_before_any_work(tmp_path):
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    model = AlbertForSequenceClassification(AlbertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                                         num_attention_heads=2, intermediate_size=16,
+                                                         embedding_size=8))
+    with pytest.raises(Exception, match="albert"):
+        amortize.amortize(TrainedClassifier(model, None), ["a b c"], None, quick_settings(), tmp_path / "c",
+                          progress=False)
+
+
+def test_the_fit_command_trains_a_student_and_explain_applies_it(classifier_writer, tmp_path, capsys):
+    classifier = classifier_writer(tmp_path / "classifier", seed=1)
+    corpus = tmp_path / "texts.txt"
+    corpus.write_text("\n".join(texts(30)) + "\n\n")
+    student = tmp_path / "student"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = main(["fit", "--classifier", str(classifier), "--input", str(corpus), "--teacher", "occlusion",
+                 "--held-out", "5", "--reference-factor", "0", "--output", str(student), "--device", "cpu",
+                 "--tracking-uri", uri])
+    assert code == 0 and (student / "student" / "model.safetensors").is_file()
+    from mlflow.tracking import MlflowClient
+
+    [version] = MlflowClient(tracking_uri=uri).search_model_versions("name = 'amortize-student'")
+    run = MlflowClient(tracking_uri=uri).get_run(version.run_id)
+    assert run.info.status == "FINISHED" and "cost.student.ratio_to_forward" in run.data.metrics
+    assert (tmp_path / "student.teacher").is_dir()  # the resumable parts, beside the output
+    card = json.loads((student / "fold.json").read_text())
+    assert card["kind"] == "student" and card["teacher"] == {"method": "occlusion", "settings": {}}
+    out = tmp_path / "out.jsonl"
+    assert main(["explain", "--explainer", str(student), "the movie is great", "--output", str(out)]) == 0
+    record = json.loads(out.read_text().splitlines()[0])
+    assert set(record["scores"]) == {"student", "occlusion"} and record["variants"] == {"student": card_variant(student)}
+    capsys.readouterr()
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    assert main(["fit", "--classifier", str(classifier), "--input", str(empty), "--output", str(tmp_path / "s2")]) == 2
+    assert "no texts" in capsys.readouterr().err
+    short = tmp_path / "short.txt"
+    short.write_text("good\nbad\n")
+    assert main(["fit", "--classifier", str(classifier), "--input", str(short), "--output", str(tmp_path / "s3")]) == 2
+    assert "2 or more real tokens" in capsys.readouterr().err
+    unreadable = tmp_path / "binary.txt"
+    unreadable.write_bytes(b"\xff\xfe bad bytes\n")
+    assert main(["fit", "--classifier", str(classifier), "--input", str(unreadable), "--output",
+                 str(tmp_path / "s4")]) == 2
+    assert "not valid UTF-8" in capsys.readouterr().err
+    assert main(["explain", "--explainer", str(student), "--fold", "heldout_sst2", "x y"]) == 2
+
+
+def test_the_default_student_settings_are_the_pipelines(project_root):
+    import yaml
+
+    params = yaml.safe_load((project_root / "conf/base/parameters_amortize.yml").read_text())["amortize"]
+    assert params["student"]["variants"] == amortize.DEFAULT_VARIANTS
+    assert params["student"]["training"] == amortize.DEFAULT_TRAINING
+    AmortizeSettings.from_params(params)  # and they parse
+
+
+def card_variant(folder) -> str:
+    return json.loads((folder / "student" / "config.json").read_text())["variant"]["name"]
+
+
+def test_a_student_is_served_as_a_pyfunc_model_like_a_fold(classifier_writer, tmp_path):
+    import mlflow.pyfunc
+
+    from learned_attribution.serving import save_fold_model
+
+    classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
+    settings = quick_settings(reference_factor=0)
+    result = amortize.amortize(classifier, texts(30), None, settings, tmp_path / "cache", progress=False)
+    folder = amortize.save_amortized(tmp_path / "student", result, settings, classifier)
+    model = mlflow.pyfunc.load_model(str(save_fold_model(folder, tmp_path / "classifier", tmp_path / "model")))
+    [record] = model.predict(pd.DataFrame({"text": ["the movie is great and fun"]}))
+    direct = FoldExplainer.from_student(folder).explain(["the movie is great and fun"])[0].record()
+    assert record["scores"] == direct["scores"] and set(record["scores"]) == {"student", "occlusion"}

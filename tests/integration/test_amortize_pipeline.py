@@ -1,0 +1,77 @@
+"""`kedro run --pipeline amortize --env smoke` on a slice of the real data (after the smoke crosstask run): a student
+per task classifier, its reports, its MLflow run and registered pyfunc model, resume of a killed teacher, and the
+student applied through the CLI."""
+from __future__ import annotations
+
+import json
+import logging
+
+import mlflow
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.integration.conftest import PROJECT_ROOT, TASKS, in_project_root
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def amortize_run(smoke_crosstask_run, smoke_runner, smoke_tracking_uri):
+    smoke_runner("amortize", smoke_tracking_uri)
+    return smoke_crosstask_run
+
+
+def test_every_task_classifier_gets_a_scored_logged_and_registered_student(amortize_run, smoke_tracking_uri):
+    reports = amortize_run / "08_reporting" / "amortize"
+    summary = (amortize_run / "08_reporting" / "amortize.md").read_text()
+    client = MlflowClient(tracking_uri=smoke_tracking_uri)
+    for task in TASKS:
+        card = json.loads((amortize_run / "06_models" / f"student_{task}" / "fold.json").read_text())
+        assert card["kind"] == "student" and card["teacher"]["method"] == "kernel_shap"
+        fidelity = pd.read_csv(reports / f"{task}_fidelity.csv").set_index("method")
+        assert "student" in fidelity.index and fidelity["spearman"].between(-1, 1).all()
+        assert (fidelity["n_examples"] == 10).all()  # the held-out texts, none of them trained on
+        faithfulness = pd.read_csv(reports / f"{task}_faithfulness.csv")
+        assert {"student", "saliency"} <= set(faithfulness["method"])
+        plausibility = pd.read_csv(reports / f"{task}_plausibility.csv")
+        assert {"student", "saliency", "expnet_plus"} <= set(plausibility["method"])
+        train = pd.read_parquet(amortize_run / "05_model_input" / "amortize" / f"{task}_train_texts.parquet")
+        predictions = pd.read_parquet(amortize_run / "07_model_output" / f"rationale_predictions_{task}.parquet")
+        test_ids = set(predictions.loc[predictions["role"] == "rationale_test", "example_id"])
+        assert not set(train["example_id"]) & test_ids  # never a text of the rationale test set
+        assert f"## {task}" in summary
+        run = json.loads((reports / f"{task}_mlflow_run.json").read_text())
+        logged = client.get_run(run["run_id"])
+        assert logged.info.status == "FINISHED" and "fidelity.student.spearman" in logged.data.metrics
+        mlflow.set_tracking_uri(smoke_tracking_uri)
+        model = mlflow.pyfunc.load_model(run["registered_model"])
+        [record] = model.predict(pd.DataFrame({"text": ["a gutsy and exhilarating movie ."]}))
+        assert set(record["scores"]) == {"student", "kernel_shap"}
+
+
+def test_a_killed_teacher_resumes_from_its_parts(amortize_run, smoke_runner, smoke_tracking_uri, caplog):
+    caplog.set_level(logging.INFO, logger="learned_attribution.amortize")
+    parts = amortize_run / "05_model_input" / "amortize" / "sst2_teacher_parts" / "train"
+    files = sorted(parts.iterdir())
+    assert len(files) == 4  # 60 texts, 16 a part
+    files[-1].unlink()  # the run was killed while the last part was computed: the output was never written
+    (amortize_run / "07_model_output" / "amortize" / "sst2_teacher.parquet").unlink()
+    before = pd.read_parquet(amortize_run / "07_model_output" / "amortize" / "sst2_held_out_teacher.parquet")
+    smoke_runner("amortize", smoke_tracking_uri, only_missing_outputs=True)
+    assert "3 of 4 parts already in" in caplog.text
+    assert len(list(parts.iterdir())) == 4
+    after = pd.read_parquet(amortize_run / "07_model_output" / "amortize" / "sst2_held_out_teacher.parquet")
+    pd.testing.assert_frame_equal(before, after)
+
+
+def test_the_student_explains_new_text_from_the_cli(amortize_run, tmp_path):
+    from learned_attribution.console import main
+
+    out = tmp_path / "out.jsonl"
+    with in_project_root():
+        code = main(["explain", "--explainer", str(PROJECT_ROOT / "data/smoke/06_models/student_cola"),
+                     "the book was read by me .", "--output", str(out), "--html", str(tmp_path / "out.html")])
+    assert code == 0
+    record = json.loads(out.read_text())
+    assert set(record["scores"]) == {"student", "kernel_shap"} and len(record["words"]) == 7
