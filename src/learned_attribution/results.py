@@ -438,9 +438,6 @@ def base_size_section(reports: Reports, base: Reports) -> list[str]:
     if reports.throughput is not None and base.throughput is not None:
         lines += ["### Cost of each method at base size (`benchmarks/attribution_throughput.csv` of both runs)", "",
                   throughput_comparison_table(reports.throughput, base.throughput), ""]
-    if base.timings is not None:
-        lines += ["### Where the time went at base size (`node_timings.csv`, the last base-size `kedro run`)", "",
-                  stage_table(base.timings), ""]
     for title, page in (("MiniLM-trained folds on the base-size classifiers (`transfer.md` of the base-size run)",
                          base.transfer),
                         ("Base-size-trained folds on the MiniLM classifiers (`transfer.md` of the default run)",
