@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import PROJECT_ROOT, TASKS, in_project_root
-
 pytestmark = pytest.mark.integration
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+TASKS = ("hatexplain", "sst2", "cola")
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +67,13 @@ def test_a_killed_teacher_resumes_from_its_parts(amortize_run, smoke_runner, smo
     pd.testing.assert_frame_equal(before, after)
 
 
-def test_the_student_explains_new_text_from_the_cli(amortize_run, tmp_path):
+def test_the_student_explains_new_text_from_the_cli(amortize_run, tmp_path, monkeypatch):
     from learned_attribution.console import main
 
     out = tmp_path / "out.jsonl"
-    with in_project_root():
-        code = main(["explain", "--explainer", str(PROJECT_ROOT / "data/smoke/06_models/student_cola"),
-                     "the book was read by me .", "--output", str(out), "--html", str(tmp_path / "out.html")])
+    monkeypatch.chdir(PROJECT_ROOT)
+    code = main(["explain", "--explainer", str(PROJECT_ROOT / "data/smoke/06_models/student_cola"),
+                 "the book was read by me .", "--output", str(out), "--html", str(tmp_path / "out.html")])
     assert code == 0
     record = json.loads(out.read_text())
     assert set(record["scores"]) == {"student", "kernel_shap"} and len(record["words"]) == 7
