@@ -24,7 +24,8 @@ def amortize_run(smoke_crosstask_run, smoke_runner, smoke_tracking_uri):
     return smoke_crosstask_run
 
 
-def test_every_task_classifier_gets_a_scored_logged_and_registered_student(amortize_run, smoke_tracking_uri):
+def test_every_task_classifier_gets_a_scored_logged_and_registered_student(amortize_run, smoke_tracking_uri,
+                                                                            tmp_path):
     reports = amortize_run / "08_reporting" / "amortize"
     summary = (amortize_run / "08_reporting" / "amortize.md").read_text()
     client = MlflowClient(tracking_uri=smoke_tracking_uri)
@@ -46,8 +47,12 @@ def test_every_task_classifier_gets_a_scored_logged_and_registered_student(amort
         run = json.loads((reports / f"{task}_mlflow_run.json").read_text())
         logged = client.get_run(run["run_id"])
         assert logged.info.status == "FINISHED" and "fidelity.student.spearman" in logged.data.metrics
-        mlflow.set_tracking_uri(smoke_tracking_uri)
-        model = mlflow.pyfunc.load_model(run["registered_model"])
+        name, number = run["registered_model"].removeprefix("models:/").split("/")
+        assert name == f"amortize-student_{task}"
+        assert client.get_model_version(name, number).run_id == run["run_id"]
+        # Loaded from the run's artifacts with this client (mlflow.set_tracking_uri would leak into later tests).
+        (tmp_path / task).mkdir()
+        model = mlflow.pyfunc.load_model(client.download_artifacts(run["run_id"], "explainer", str(tmp_path / task)))
         [record] = model.predict(pd.DataFrame({"text": ["a gutsy and exhilarating movie ."]}))
         assert set(record["scores"]) == {"student", "kernel_shap"}
 
