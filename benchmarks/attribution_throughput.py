@@ -147,9 +147,7 @@ def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tu
     expnet_plus_variants`) and readable, else every variant of conf/base/parameters_crosstask.yml with an untrained
     network and identity input statistics (same cost)."""
     from learned_attribution.models.artifacts import load_explainers
-    from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
-                                                    build_variant_network)
-    from learned_attribution.models.signals import columns_for
+    from learned_attribution.models.learned import TrainingSettings, Variant
 
     why = f"{path} not found"
     if path.is_dir():
@@ -158,17 +156,25 @@ def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tu
         except ValueError as error:  # an older artifact format
             why = str(error)
     specs = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
+    variants = [Variant.from_params(name, settings or {}) for name, settings in specs["variants"].items()]
+    return untrained_explainers(variants, TrainingSettings(**specs["training"]), n_heads, n_layers, seed), \
+        f"untrained networks ({why}); same cost"
+
+
+def untrained_explainers(variants, training, n_heads: int, n_layers: int, seed: int) -> dict:
+    """{variant name: LearnedExplainer} with a seeded untrained network and identity input statistics: a learned
+    explainer's cost is its signal pass and its network, not its weights."""
+    from learned_attribution.models.learned import InputPipeline, LearnedExplainer, build_variant_network
+    from learned_attribution.models.signals import columns_for
+
     torch.manual_seed(seed)
-    training = TrainingSettings(**specs["training"])
     models = {}
-    for name, settings in specs["variants"].items():
-        variant = Variant.from_params(name, settings or {})
+    for variant in variants:
         columns = columns_for(variant.feature_sets, n_heads, n_layers)
-        net = build_variant_network(variant, columns, training).eval()
         inputs = InputPipeline.for_variant(variant, columns)
         inputs.mean, inputs.std = np.zeros(len(columns), np.float32), np.ones(len(columns), np.float32)
-        models[name] = LearnedExplainer(variant, inputs, net)
-    return models, f"untrained networks ({why}); same cost"
+        models[variant.name] = LearnedExplainer(variant, inputs, build_variant_network(variant, columns, training).eval())
+    return models
 
 
 def student_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tuple[dict, str]:
@@ -177,22 +183,13 @@ def student_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tuple[
     statistics (the same cost: a student's cost is its signal pass and its network, not its weights)."""
     from learned_attribution.amortize import DEFAULT_TRAINING, DEFAULT_VARIANTS, student_variants
     from learned_attribution.models.artifacts import is_complete, load_explainer
-    from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings,
-                                                    build_variant_network)
-    from learned_attribution.models.signals import columns_for
+    from learned_attribution.models.learned import TrainingSettings
 
     if is_complete(path):
         student = load_explainer(path)
         return {student.variant.name: student}, f"trained student {path}"
-    torch.manual_seed(seed)
-    training = TrainingSettings(**DEFAULT_TRAINING)
-    models = {}
-    for variant in student_variants(DEFAULT_VARIANTS):
-        columns = columns_for(variant.feature_sets, n_heads, n_layers)
-        inputs = InputPipeline.for_variant(variant, columns)
-        inputs.mean, inputs.std = np.zeros(len(columns), np.float32), np.ones(len(columns), np.float32)
-        models[variant.name] = LearnedExplainer(variant, inputs, build_variant_network(variant, columns, training).eval())
-    return models, f"untrained networks ({path} not found); same cost"
+    return untrained_explainers(student_variants(DEFAULT_VARIANTS), TrainingSettings(**DEFAULT_TRAINING), n_heads,
+                                n_layers, seed), f"untrained networks ({path} not found); same cost"
 
 
 def api_explainer(setup, expnet_training, expnet_plus: dict, layer: int, folder: Path):

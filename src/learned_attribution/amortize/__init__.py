@@ -38,15 +38,15 @@ import pandas as pd
 import torch
 
 from .scores import evaluate_student, faithfulness_table, fidelity_table, scores_of
-from .student import (MIN_TOKENS, fit_student, labelled_rows, predicted_examples, split_examples, student_signals,
-                      student_variants, unlabeled_examples)
+from .student import (MIN_TOKENS, fit_student, labelled_rows, predicted_examples, split_examples, split_short,
+                      student_signals, student_variants, unlabeled_examples)
 from .teacher import TEACHER_BUDGETS, Teacher, TeacherRun, teacher_attributions
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["MIN_TOKENS", "TEACHER_BUDGETS", "AmortizeSettings", "Amortized", "Teacher", "TeacherRun", "amortize",
            "evaluate_student", "faithfulness_table", "fidelity_table", "fit_student", "labelled_rows",
-           "predicted_examples", "report_markdown", "save_amortized", "scores_of", "split_examples",
+           "predicted_examples", "report_markdown", "save_amortized", "scores_of", "split_examples", "split_short",
            "split_held_out", "student_card", "student_signals", "student_variants", "task_examples", "log_student_run",
            "teacher_attributions", "unlabeled_examples"]
 
@@ -156,20 +156,16 @@ def task_examples(classifier, tokenized: pd.DataFrame, settings: AmortizeSetting
     rows = tokenized[tokenized["role"] == role].reset_index(drop=True)
     if not len(rows):
         raise ValueError(f"the tokenized table has no {role!r} rows to train a student on")
-    n_real = rows["input_ids"].map(len) - 2
-    short = n_real < MIN_TOKENS
-    skipped = pd.DataFrame({"example_id": rows.loc[short, "example_id"],
-                            "reason": [f"{n} real token(s), fewer than {MIN_TOKENS}" for n in n_real[short]]})
+    usable, skipped = split_short(rows)
     if len(skipped):
         logger.warning("%d of %d %s texts skipped (fewer than %d real tokens: nothing to rank)", len(skipped),
                        len(rows), role, MIN_TOKENS)
-    usable = rows[~short]
     wanted = settings.held_out_texts + (settings.max_texts or len(usable))
     if len(usable) > wanted:
         usable = usable.sample(n=wanted, random_state=settings.seed).sort_index()
     examples = predicted_examples(classifier, usable[["example_id", "input_ids"]].reset_index(drop=True), batch_size)
     train, held_out = split_held_out(examples, settings)
-    return train, held_out, skipped.reset_index(drop=True)
+    return train, held_out, skipped
 
 
 @dataclass

@@ -14,6 +14,15 @@ logger = logging.getLogger(__name__)
 MIN_TOKENS = 2  # real (non-special) tokens a text needs for a ranking of its tokens to mean anything
 
 
+def split_short(tokenized: pd.DataFrame, min_tokens: int = MIN_TOKENS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rows with at least `min_tokens` real subword tokens, the others as skipped: example_id, reason)."""
+    n_real = tokenized["input_ids"].map(len) - 2 if len(tokenized) else pd.Series(dtype=int)
+    short = n_real < min_tokens
+    skipped = pd.DataFrame({"example_id": tokenized.loc[short, "example_id"],
+                            "reason": [f"{n} real token(s), fewer than {min_tokens}" for n in n_real[short]]})
+    return tokenized[~short].reset_index(drop=True), skipped.reset_index(drop=True)
+
+
 def unlabeled_examples(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str] | None = None, *,
                        max_length: int = 128, batch_size: int = 32,
                        min_tokens: int = MIN_TOKENS) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -34,17 +43,13 @@ def unlabeled_examples(classifier, texts: Sequence[str | Sequence[str]], ids: Se
     empty = frame["words"].map(lambda w: not any(x.strip() for x in w))
     tokenized = project_to_subwords(frame[~empty].assign(word_rationale=None).reset_index(drop=True), tokenizer,
                                     max_length) if (~empty).any() else frame.iloc[:0].assign(input_ids=[])
-    n_real = tokenized["input_ids"].map(lambda i: len(i) - 2) if len(tokenized) else pd.Series(dtype=int)
-    short = n_real < min_tokens
-    skipped = pd.concat([
-        pd.DataFrame({"example_id": frame.loc[empty, "example_id"], "reason": "empty"}),
-        pd.DataFrame({"example_id": tokenized.loc[short, "example_id"],
-                      "reason": [f"{n} real token(s), fewer than {min_tokens}" for n in n_real[short]]}),
-    ], ignore_index=True)
+    usable, short = split_short(tokenized, min_tokens)
+    skipped = pd.concat([pd.DataFrame({"example_id": frame.loc[empty, "example_id"], "reason": "empty"}), short],
+                        ignore_index=True)
     if len(skipped):
         logger.warning("%d of %d texts skipped (empty, or fewer than %d real tokens: nothing to rank)",
                        len(skipped), len(texts), min_tokens)
-    examples = tokenized[~short].reset_index(drop=True)[["example_id", "words", "input_ids"]]
+    examples = usable[["example_id", "words", "input_ids"]]
     if not len(examples):
         raise ValueError(f"none of the {len(texts)} texts has {min_tokens} or more real tokens to attribute")
     return predicted_examples(classifier, examples, batch_size), skipped
