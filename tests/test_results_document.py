@@ -144,7 +144,7 @@ def test_the_base_size_tables_have_the_numbers_of_both_runs():
 
 
 def test_the_students_section_reads_the_amortize_reports(reports):
-    from learned_attribution.results import Reports, students_table
+    from learned_attribution.results import Reports, marked_blocks, students_table
 
     folder = reports / "amortize"
     folder.mkdir()
@@ -167,6 +167,12 @@ def test_the_students_section_reads_the_amortize_reports(reports):
     read = Reports.read(reports)
     assert list(read.students) == ["sst2"]
     row = students_table(read.students).splitlines()[2]
-    assert row.startswith("| sst2 | 0.700 [0.600, 0.800] | 0.600 [0.500, 0.700] | yes | 0.300 [0.200, 0.400] |")
+    assert row.startswith("| sst2 (n = 10) | 0.700 [0.600, 0.800] | 0.600 [0.500, 0.700] | yes | 0.300 [0.200, 0.400] "
+                          "| 0.320 [0.220, 0.420] | 0.200 [0.100, 0.300] | yes |")  # 0.300 >= 0.9 x 0.320, > 0.200
     assert "| 0.950 | 0.0030 | 0.700 [0.680, 0.720] | 0.750 [0.730, 0.770] |  |" in row
     assert "## Amortized students" in results_document(read)
+    assert marked_blocks(read)["students"] == students_table(read.students)
+    weaker = pd.read_csv(folder / "sst2_faithfulness.csv")
+    weaker.loc[weaker["method"] == "student", "comprehensiveness"] = 0.28  # under 0.9 x the teacher's 0.32
+    weaker.to_csv(folder / "sst2_faithfulness.csv", index=False)
+    assert "| 0.200 [0.100, 0.300] | no |" in students_table(Reports.read(reports).students)

@@ -36,17 +36,24 @@ def atomic_folder(folder: str | Path) -> Iterator[Path]:
     partial.rename(folder)
 
 
-def write_text_atomically(path: str | Path, text: str) -> None:
-    """Write `text` (UTF-8) to `partial_name(path)`, then replace `path` with it. On any failure (a full disk, a
-    failed rename, an interrupt) the temporary file is removed and `path` is left as it was."""
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """Yield `partial_name(path)` to write one file into; on success it replaces `path` (one rename), on any
+    failure (a full disk, a failed rename, an interrupt) it is removed and `path` is left as it was."""
     path = Path(path)
     partial = partial_name(path)
     try:
-        partial.write_text(text, encoding="utf-8")
+        yield partial
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+
+
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """Write `text` (UTF-8) to `path`, complete or not at all (`atomic_file`)."""
+    with atomic_file(path) as partial:
+        partial.write_text(text, encoding="utf-8")
 
 
 def probe_writable(folder: str | Path) -> None:

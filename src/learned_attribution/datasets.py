@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from kedro.io import AbstractDataset, DatasetError
 from kedro_datasets.json import JSONDataset
 from kedro_datasets.matplotlib import MatplotlibDataset
@@ -11,7 +12,7 @@ from kedro_datasets.pandas import CSVDataset, ParquetDataset
 from kedro_datasets.partitions import PartitionedDataset
 from kedro_datasets.text import TextDataset
 
-from learned_attribution.atomic import atomic_folder, partial_name
+from learned_attribution.atomic import atomic_file, atomic_folder
 from learned_attribution.data.schema import RawText
 
 
@@ -42,6 +43,31 @@ class RawTextDataset(AbstractDataset[None, RawText]):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}
+
+
+class UnlabeledTextsDataset(AbstractDataset[None, pd.DataFrame]):
+    """A user's unlabeled texts (`inputs.read_inputs`: .txt, .jsonl or .csv) as a frame of `example_id` and `text`
+    (a string, or a list of words for a .jsonl `words` record). Input only: saving raises."""
+
+    def __init__(self, filepath: str, text_column: str = "text", metadata: dict[str, Any] | None = None):
+        self._filepath = Path(filepath)
+        self._text_column = text_column
+        self.metadata = metadata
+
+    def load(self) -> pd.DataFrame:
+        from learned_attribution.inputs import read_inputs
+
+        texts, ids = read_inputs(self._filepath, self._text_column)
+        return pd.DataFrame({"example_id": ids, "text": pd.Series(texts, dtype=object)})
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self._filepath} is an input file and read-only")
+
+    def _exists(self) -> bool:
+        return self._filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "text_column": self._text_column}
 
 
 class TrainedClassifier:
@@ -179,19 +205,17 @@ class _FlatInitArgs:
 
 
 class _AtomicFileMixin(_FlatInitArgs):
-    """Write to `partial_name(filepath)`, then `os.replace` it onto the file (atomic on one filesystem)."""
+    """Saved through `atomic.atomic_file`: written to `partial_name(filepath)`, then renamed onto the file."""
 
     def save(self, data) -> None:
-        import os
-
         final = self._filepath
-        self._filepath = type(final)(partial_name(Path(str(final))))
-        try:
-            super().save(data)
-            os.replace(str(self._filepath), str(final))
-        finally:
-            self._filepath = final
-            self._invalidate_cache()
+        with atomic_file(Path(str(final))) as partial:
+            self._filepath = type(final)(str(partial))
+            try:
+                super().save(data)
+            finally:
+                self._filepath = final
+                self._invalidate_cache()
 
 
 class AtomicCSVDataset(_AtomicFileMixin, CSVDataset):

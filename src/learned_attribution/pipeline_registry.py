@@ -17,4 +17,5 @@ def register_pipelines() -> dict[str, Pipeline]:
         "evaluate_external": evaluate_external.create_pipeline(),
         "transfer": transfer.create_pipeline(),
         "amortize": amortize.create_pipeline(),
+        "amortize_own": amortize.create_own_pipeline(),
     }

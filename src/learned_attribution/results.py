@@ -259,9 +259,10 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
     reference teacher on the held-out texts (the teacher's own at the training budget beside it), comprehensiveness
     AOPC (student, teacher, saliency), throughput as a ratio to a forward pass, and AUROC on the rationale test set
     (student, saliency, ExpNet+), with 95% intervals."""
-    lines = ["| task | Spearman with the reference: student | teacher (its labels) | student beats its labels | "
-             "comprehensiveness: student | teacher | saliency | throughput (x forward): student | teacher | "
-             "AUROC: student | saliency | ExpNet+ |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| task (held-out texts) | Spearman with the reference: student | teacher (its labels) | student beats its "
+             "labels | comprehensiveness: student | teacher | saliency | >= 0.9x teacher and > saliency | "
+             "throughput (x forward): student | teacher | AUROC: student | saliency | ExpNet+ |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for task, tables in students.items():
         def row(name: str, method: str, prefix: bool = False) -> pd.Series | None:
             table = tables[name]
@@ -280,11 +281,14 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
                                                                else "no")
         cost = tables["cost"].set_index("method")["ratio_to_forward"]
         teacher_cost = next((v for m, v in cost.items() if str(m).startswith("teacher")), float("nan"))
+        faithful = {m: row("faithfulness", m, prefix=m == "teacher") for m in ("student", "teacher", "saliency")}
+        met = "" if any(v is None for v in faithful.values()) else (
+            "yes" if faithful["student"]["comprehensiveness"] >= 0.9 * faithful["teacher"]["comprehensiveness"]
+            and faithful["student"]["comprehensiveness"] > faithful["saliency"]["comprehensiveness"] else "no")
+        n_texts = "" if student is None else f" (n = {int(student['n_examples'])})"
         lines.append(" | ".join([
-            f"| {task}", shown(student, "spearman"), shown(teacher, "spearman"), beats,
-            shown(row("faithfulness", "student"), "comprehensiveness"),
-            shown(row("faithfulness", "teacher", prefix=True), "comprehensiveness"),
-            shown(row("faithfulness", "saliency"), "comprehensiveness"),
+            f"| {task}{n_texts}", shown(student, "spearman"), shown(teacher, "spearman"), beats,
+            *[shown(faithful[m], "comprehensiveness") for m in ("student", "teacher", "saliency")], met,
             f"{cost.get('student', float('nan')):.3f}", f"{teacher_cost:.4f}",
             *[interval_text(frame.iloc[0], "auroc") if len(frame) else "" for frame in auroc.values()]]) + " |")
     return "\n".join(lines)
@@ -444,6 +448,9 @@ def base_size_section(reports: Reports, base: Reports) -> list[str]:
                          reports.transfer)):
         if page is not None:
             lines += [f"### {title}", "", _demote(page.strip(), 3), ""]
+    if base.students:
+        lines += ["### Amortized students at base size (`amortize/<task>_*.csv` of the base-size run)", "",
+                  students_table(base.students), ""]
     if base.afn is not None:
         lines += ["### AFN at base size (`afn_report.md` of the base-size run)", "",
                   _demote(base.afn.strip(), 3).replace("](afn/", "](images/base_afn_"), ""]
@@ -477,6 +484,10 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
                   "unlabeled training texts (docs/amortize.md): fidelity, faithfulness and throughput on further "
                   "held-out texts, AUROC on the rationale test set at the fold's matched budget.", "",
                   students_table(reports.students), ""]
+        charts = " ".join(f"[{kind} {task}](images/amortize_{kind}_{task}.png)" for task in reports.students
+                          for kind in ("cost_plausibility", "cost_faithfulness")
+                          if (folder / "amortize" / f"{kind}_{task}.png").is_file())
+        lines += [f"Charts (every method of the fold and the student): {charts}", ""] if charts else []
     if reports.classifier_metrics is not None:
         lines += ["## Classifiers (`classifier_metrics.csv`)", "", classifier_table(reports.classifier_metrics), ""]
     if reports.costs:
@@ -511,6 +522,8 @@ MARKER = re.compile(r"(<!-- results:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /
 def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
     """The tables a README may embed, by marker name."""
     blocks = {"headline": headline_table(reports.metrics, reports.ablation)}
+    if reports.students:
+        blocks["students"] = students_table(reports.students)
     if base is not None:
         parts = []
         if reports.classifier_metrics is not None and base.classifier_metrics is not None:
@@ -555,6 +568,7 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
         output = Path(output)
         charts = [(reports.folder / "crosstask" / f"cost_{task}.png", f"cost_{task}.png") for task in TASKS]
         charts += [(path, f"afn_{path.name}") for path in sorted((reports.folder / "afn").glob("*.png"))]
+        charts += [(path, f"amortize_{path.name}") for path in sorted((reports.folder / "amortize").glob("cost_*.png"))]
         if base is not None:
             charts += [(path, f"base_afn_{path.name}") for path in sorted((base.folder / "afn").glob("*.png"))]
         for chart, name in charts:

@@ -7,8 +7,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from kedro.io import DatasetError  # noqa: E402
+
+from learned_attribution.atomic import atomic_file  # noqa: E402
 from learned_attribution.datasets import (AtomicCSVDataset, AtomicMatplotlibDataset,  # noqa: E402
-                                          AtomicParquetDataset, AtomicPartitionedDataset, AtomicTextDataset)
+                                          AtomicParquetDataset, AtomicPartitionedDataset, AtomicTextDataset,
+                                          UnlabeledTextsDataset)
 
 
 def test_files_are_replaced_whole_and_leave_no_temporary_file(tmp_path):
@@ -20,6 +24,31 @@ def test_files_are_replaced_whole_and_leave_no_temporary_file(tmp_path):
         assert dataset.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv", "t.md", "t.parquet", "t.png"]
     assert AtomicParquetDataset(filepath=str(tmp_path / "t.parquet")).load()["a"].tolist() == [1]
+
+
+def test_a_failed_file_write_keeps_the_previous_file_and_no_temporary_one(tmp_path):
+    dataset = AtomicCSVDataset(filepath=str(tmp_path / "t.csv"))
+    dataset.save(pd.DataFrame({"a": [1]}))
+    with pytest.raises(DatasetError, match="has no attribute 'to_csv'"):
+        dataset.save(12)
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"] and dataset.load()["a"].tolist() == [1]
+    with pytest.raises(RuntimeError, match="killed"), atomic_file(tmp_path / "t.csv") as partial:
+        partial.write_text("a\n9\n")
+        raise RuntimeError("killed")  # interrupted after the temporary file was written, before the rename
+    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"] and dataset.load()["a"].tolist() == [1]
+
+
+def test_unlabeled_texts_are_read_with_their_ids_and_never_written(tmp_path):
+    path = tmp_path / "texts.jsonl"
+    path.write_text('{"id": "a", "text": "a fine film"}\n{"words": ["two", "words"]}\n')
+    dataset = UnlabeledTextsDataset(filepath=str(path))
+    texts = dataset.load()
+    assert texts["example_id"].tolist() == ["a", "2"] and texts["text"].tolist() == ["a fine film", ["two", "words"]]
+    with pytest.raises(DatasetError, match="read-only"):
+        dataset.save(texts)
+    path.write_text('{"id": "a"}\n')
+    with pytest.raises(DatasetError, match=r"texts.jsonl line 1: expected an object with a 'text'"):
+        dataset.load()
 
 
 def test_a_failed_partitioned_write_is_absent_not_partial(tmp_path):

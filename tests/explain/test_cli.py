@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from learned_attribution.console import main, read_inputs
+from learned_attribution.console import main
+from learned_attribution.inputs import read_inputs
 from learned_attribution.explain import ExplainInputError
 
 

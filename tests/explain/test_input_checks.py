@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from learned_attribution import atomic
-from learned_attribution.console import main, read_inputs
+from learned_attribution.console import main
+from learned_attribution.inputs import read_inputs
 from learned_attribution.explain import (UNKNOWN_SHARE_THRESHOLD, ExplainInputError, FoldExplainer, fold_folder,
                                          load_classifier)
 

@@ -82,3 +82,36 @@ def test_the_student_explains_new_text_from_the_cli(amortize_run, tmp_path, monk
     assert code == 0
     record = json.loads(out.read_text())
     assert set(record["scores"]) == {"student", "kernel_shap"} and len(record["words"]) == 7
+
+
+def test_a_users_classifier_and_text_file_by_parameters(smoke_crosstask_run, smoke_runner, smoke_tracking_uri,
+                                                        tmp_path, caplog):
+    """`kedro run --pipeline amortize_own --params "own.classifier=DIR,own.texts=FILE"`: the smoke CoLA classifier
+    (not the default SST-2 one) and a .txt file with a blank line and a text too short to rank."""
+    from learned_attribution.explain import FoldExplainer
+
+    records = [json.loads(line) for line in (PROJECT_ROOT / "data/01_raw/external/example_rationales.jsonl")
+               .read_text().splitlines()]
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join([" ".join(r["words"]) for r in records] + ["", "Hi"]) + "\n")
+    classifier = smoke_crosstask_run / "06_models" / "classifier_cola"
+    caplog.set_level(logging.WARNING)
+    smoke_runner("amortize_own", smoke_tracking_uri,
+                 {"own": {"classifier": str(classifier), "texts": str(texts)}})
+    assert "skipped 1 blank line" in caplog.text
+    reports = smoke_crosstask_run / "08_reporting" / "amortize"
+    skipped = pd.read_csv(reports / "own_skipped_texts.csv")
+    assert list(skipped["example_id"].astype(str)) == ["32"]  # "Hi": one real token, nothing to rank (line 32)
+    train = pd.read_parquet(smoke_crosstask_run / "05_model_input" / "amortize" / "own_train_texts.parquet")
+    fidelity = pd.read_csv(reports / "own_fidelity.csv")
+    assert len(train) == 24 and (fidelity["n_examples"] == 6).all()  # 30 usable texts: a fifth held out
+    card = json.loads((smoke_crosstask_run / "06_models" / "student_own" / "fold.json").read_text())
+    assert Path(card["classifier"]) == classifier
+    run = json.loads((reports / "own_mlflow_run.json").read_text())
+    logged = MlflowClient(tracking_uri=smoke_tracking_uri).get_run(run["run_id"])
+    assert logged.info.status == "FINISHED" and "plausibility.student.auroc" not in logged.data.metrics
+    assert run["registered_model"].startswith("models:/amortize-student_own/")
+    explainer = FoldExplainer.from_student(smoke_crosstask_run / "06_models" / "student_own")
+    assert explainer.classifier.path == classifier
+    [result] = explainer.explain(["the book was read by me ."])
+    assert set(result.scores) == {"student", "kernel_shap"}

@@ -168,6 +168,23 @@ def task_examples(classifier, tokenized: pd.DataFrame, settings: AmortizeSetting
     return train, held_out, skipped
 
 
+def classifier_max_length(classifier, settings: AmortizeSettings) -> int:
+    """`max_length`, capped at the classifier's own position limit."""
+    from learned_attribution.explain import max_positions
+
+    return min(settings.max_length, max_positions(classifier.model, classifier.tokenizer) or settings.max_length)
+
+
+def text_examples(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str] | None,
+                  settings: AmortizeSettings) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """A user's unlabeled texts (strings or word lists) for a student of `classifier`: tokenized, predicted, too
+    short ones skipped (listed), split as `split_held_out`. Returns (training texts, held-out texts, skipped)."""
+    examples, skipped = unlabeled_examples(classifier, texts, ids, max_length=classifier_max_length(classifier, settings),
+                                           batch_size=2 * settings.batch_size)
+    train, held_out = split_held_out(examples, settings)
+    return train, held_out, skipped
+
+
 @dataclass
 class Amortized:
     """What one amortization produced: the student and its report tables."""
@@ -183,7 +200,6 @@ class Amortized:
     n_held_out: int = 0
 
 
-
 def amortize(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str] | None, settings: AmortizeSettings,
              cache: str | Path, dask=None, device: str | torch.device = "cpu", progress: bool = True,
              context: dict | None = None) -> Amortized:
@@ -193,14 +209,10 @@ def amortize(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str
     is skipped)."""
     from learned_attribution.models.architectures import architecture
 
-    from learned_attribution.explain import max_positions
-
     architecture(classifier.model)  # an unsupported family stops here, before any work, naming the supported ones
     cache = Path(cache)
-    max_length = min(settings.max_length, max_positions(classifier.model, classifier.tokenizer) or settings.max_length)
-    examples, skipped = unlabeled_examples(classifier, texts, ids, max_length=max_length,
-                                           batch_size=2 * settings.batch_size)
-    train, held_out = split_held_out(examples, settings)
+    train, held_out, skipped = text_examples(classifier, texts, ids, settings)
+    max_length = classifier_max_length(classifier, settings)
     logger.info("amortize: %d training texts, %d held-out texts, %d skipped; teacher %s", len(train), len(held_out),
                 len(skipped), settings.teacher.describe())
     run = teacher_attributions(classifier, train, settings.teacher, cache / "train", part_size=settings.part_size,

@@ -68,21 +68,11 @@ def student_signals(classifier, examples: pd.DataFrame, feature_sets: Sequence[s
                     batch_size: int = 32) -> pd.DataFrame:
     """The classifier's signal rows (`models/signals.py`, the `feature_sets` given) for every example, for its
     predicted class: one row per non-special token (example_id, position, token, the signal columns)."""
-    from learned_attribution.models.features import extract_token_rows, frame_token_ids
-    from learned_attribution.models.signals import columns_for, token_signals, token_vocabulary
-
-    model, tokenizer = classifier.model, classifier.tokenizer
-    vocabulary = token_vocabulary(tokenizer)
-    names = columns_for(feature_sets, model.config.num_attention_heads, model.config.num_hidden_layers)
-
-    def signals_of(input_ids, attention_mask, target):
-        return token_signals(model, input_ids, attention_mask, target, feature_sets, layer, vocabulary)
+    from learned_attribution.models.signals import signal_rows
 
     rows = examples.assign(token_labels=None)[["example_id", "input_ids", "predicted", "token_labels"]]
-    return pd.concat(extract_token_rows(rows, signals_of, names, batch_size, tokenizer.pad_token_id,
-                                        frame_token_ids(tokenizer), tokenizer, max(1, len(rows)),
-                                        "student signals"), ignore_index=True).drop(columns=["token_label"])
-
+    return pd.concat(signal_rows(classifier.model, classifier.tokenizer, rows, feature_sets, layer, batch_size,
+                                 max(1, len(rows)), "student signals"), ignore_index=True).drop(columns=["token_label"])
 
 
 def labelled_rows(signals: pd.DataFrame, teacher_scores: pd.DataFrame) -> pd.DataFrame:

@@ -130,7 +130,7 @@ def teacher_attributions(classifier, examples: pd.DataFrame, teacher: Teacher, c
 
 def _write_part(path: Path, chunk: pd.DataFrame, run) -> None:
     """One part: every example of `chunk`, with its scores or the error it failed with (complete or absent)."""
-    from learned_attribution.atomic import partial_name
+    from learned_attribution.atomic import atomic_file
 
     scores = dict(zip(run.scores.get("example_id", []), run.scores.get("scores", [])))
     errors = dict(zip(run.failures["example_id"], run.failures["error"]))
@@ -138,11 +138,5 @@ def _write_part(path: Path, chunk: pd.DataFrame, run) -> None:
                           "scores": [scores.get(i) for i in chunk["example_id"]],
                           "error": [None if i in scores else errors.get(i, "no scores returned")
                                     for i in chunk["example_id"]]})
-    partial = partial_name(path)
-    try:
+    with atomic_file(path) as partial:
         frame.to_parquet(partial, index=False)
-        partial.replace(path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-

@@ -185,6 +185,23 @@ def token_signals(model: torch.nn.Module, input_ids: torch.Tensor, attention_mas
     return signals_and_logits(model, input_ids, attention_mask, target, feature_sets, layer, vocabulary)[0]
 
 
+def signal_rows(model: torch.nn.Module, tokenizer, examples, feature_sets: Sequence[str], layer: int = -1,
+                batch_size: int = 32, chunk_size: int = 2000, description: str = "explainer signals"):
+    """Token-per-row tables of `feature_sets` (`features.extract_token_rows`: example_id, position, token,
+    token_label, the signal columns), each example explained for its `predicted` class, one table per
+    `chunk_size` examples (a generator: memory stays bounded)."""
+    from .features import extract_token_rows, frame_token_ids
+
+    vocabulary = token_vocabulary(tokenizer)
+    names = columns_for(feature_sets, model.config.num_attention_heads, model.config.num_hidden_layers)
+
+    def signals_of(input_ids, attention_mask, target):
+        return token_signals(model, input_ids, attention_mask, target, feature_sets, layer, vocabulary)
+
+    return extract_token_rows(examples, signals_of, names, batch_size, tokenizer.pad_token_id,
+                              frame_token_ids(tokenizer), tokenizer, chunk_size, description)
+
+
 def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        target: torch.Tensor | None, feature_sets: Sequence[str], layer: int = -1,
                        vocabulary: TokenVocabulary | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,3 +1,3 @@
-from .pipeline import create_pipeline
+from .pipeline import create_own_pipeline, create_pipeline
 
-__all__ = ["create_pipeline"]
+__all__ = ["create_own_pipeline", "create_pipeline"]

@@ -33,6 +33,18 @@ def student_texts(classifier: TrainedClassifier, tokenized: pd.DataFrame, params
     return train, held_out, skipped
 
 
+def own_texts(classifier: TrainedClassifier, texts: pd.DataFrame, params: dict[str, Any],
+              compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """A user's text file (`student_own.texts`) for the student of a user's classifier (`student_own.classifier`):
+    (training texts, held-out texts, skipped texts), as `learned-attribution fit` splits them."""
+    Compute.from_params(compute).place(classifier.model)
+    train, held_out, skipped = amortize.text_examples(classifier, list(texts["text"]), list(texts["example_id"]),
+                                                      _settings(params))
+    logger.info("own classifier %s: %d training and %d held-out texts for the student, %d skipped", classifier.path,
+                len(train), len(held_out), len(skipped))
+    return train, held_out, skipped
+
+
 def teacher_scores(classifier: TrainedClassifier, texts: pd.DataFrame, cache: Path, params: dict[str, Any],
                    compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The teacher on the training texts, in resumable parts under `cache` (on Dask with `compute.dask.address`):
@@ -167,14 +179,16 @@ def plot_costs(plausibility: pd.DataFrame, fold_cost: pd.DataFrame, student_cost
 
 
 def log_student(report: str, variants: pd.DataFrame, fidelity: pd.DataFrame, faithfulness: pd.DataFrame,
-                cost: pd.DataFrame, plausibility: pd.DataFrame, student, card: dict, classifier: TrainedClassifier,
-                params: dict[str, Any], mlflow: dict[str, Any], *, task: str) -> dict[str, str]:
+                cost: pd.DataFrame, student, card: dict, classifier: TrainedClassifier, params: dict[str, Any],
+                mlflow: dict[str, Any], plausibility: pd.DataFrame | None = None, *, task: str) -> dict[str, str]:
     """One MLflow run per student in the experiment `amortize.mlflow.experiment` of the store `mlflow.tracking_uri`,
-    the student registered as `<experiment>-student_<task>` (`amortize.log_student_run`)."""
+    the student registered as `<experiment>-student_<task>` (`amortize.log_student_run`); a task classifier's
+    student also logs its plausibility on the rationale test set (a user's classifier has none)."""
     from learned_attribution import tracking
 
-    tables = {"variants": variants, "fidelity": fidelity, "faithfulness": faithfulness, "cost": cost,
-              "plausibility": plausibility}
+    tables = {"variants": variants, "fidelity": fidelity, "faithfulness": faithfulness, "cost": cost}
+    if plausibility is not None:
+        tables["plausibility"] = plausibility
     return amortize.log_student_run(tracking.resolve_tracking_uri((mlflow or {}).get("tracking_uri")),
                                     ((params.get("mlflow") or {}).get("experiment")) or "amortize", f"student_{task}",
                                     report, tables, student, card, classifier.path,

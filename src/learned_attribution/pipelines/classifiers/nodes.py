@@ -12,7 +12,7 @@ from learned_attribution.datasets import TrainedClassifier
 from learned_attribution.models.classifier import TrainingConfig, classification_metrics, fine_tune, seed_everything
 from learned_attribution.models.runner import Compute, predict_proba
 from learned_attribution.models.encoder import load_encoder, load_sequence_classifier, load_tokenizer
-from learned_attribution.models.features import extract_attention_features, extract_token_rows, frame_token_ids
+from learned_attribution.models.features import extract_attention_features, frame_token_ids
 from learned_attribution.tasks import class_names
 
 logger = logging.getLogger(__name__)
@@ -128,18 +128,11 @@ def explainer_signals(classifier: TrainedClassifier, predictions: pd.DataFrame, 
     """ExpNet+ inputs (issue 06): every feature set of `models.signals` for every rationale example, from
     the task's classifier explaining its predicted class (on the `compute` device), as Parquet parts saved
     lazily one chunk at a time."""
-    from learned_attribution.models.signals import FEATURE_SETS, columns_for, token_vocabulary, token_signals
+    from learned_attribution.models.signals import FEATURE_SETS, signal_rows
 
-    model, tokenizer = Compute.from_params(compute).place(classifier.model), classifier.tokenizer
-    feature_sets = list(FEATURE_SETS)
-    vocabulary = token_vocabulary(tokenizer)
-    names = columns_for(feature_sets, model.config.num_attention_heads, model.config.num_hidden_layers)
-
-    def signals_of(input_ids, attention_mask, target):
-        return token_signals(model, input_ids, attention_mask, target, feature_sets, params["layer"], vocabulary)
-
-    chunks = extract_token_rows(predictions, signals_of, names, params["batch_size"], tokenizer.pad_token_id,
-                                frame_token_ids(tokenizer), tokenizer, params["chunk_size"], "explainer signals")
+    model = Compute.from_params(compute).place(classifier.model)
+    chunks = signal_rows(model, classifier.tokenizer, predictions, list(FEATURE_SETS), params["layer"],
+                         params["batch_size"], params["chunk_size"])
     n_parts = int(np.ceil(len(predictions) / params["chunk_size"]))
     return {f"part-{i:04d}": (lambda: next(chunks)) for i in range(n_parts)}
 
