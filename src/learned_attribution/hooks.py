@@ -19,9 +19,8 @@ from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from learned_attribution import tracking
-from learned_attribution.afn.tracking import refuse_own_tracking_uri
 from learned_attribution.tasks import FOLD_PREFIX, TASKS
-from learned_attribution.tracking import GuardedLogging, check_store, resolve_tracking_uri
+from learned_attribution.tracking import GuardedLogging, check_store, refuse_own_tracking_uri, resolve_tracking_uri
 
 logger = logging.getLogger(__name__)
 

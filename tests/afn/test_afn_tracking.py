@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from learned_attribution.afn.tracking import default_artifact_location, flatten, log_afn_run, numeric_metrics
+from learned_attribution.tracking import default_artifact_location, flatten, log_run, numeric_metrics
 
 
 def test_flatten_and_numeric_metrics():
@@ -27,16 +27,16 @@ def store(tmp_path_factory):
     return folder, f"sqlite:///{folder}/mlflow.db"
 
 
-def test_log_afn_run(store):
+def test_log_run(store):
     from mlflow.tracking import MlflowClient
 
     tmp_path, uri = store
     figure = Figure()
     figure.subplots().plot([0, 1], [1, 0])
     layers = pd.DataFrame({"layer": [0, 1, 2], "r_h_context": [0.2, 0.5, float("nan")], "is_afn_layer": [0, 1, 0]})
-    run_id = log_afn_run(uri, "afn-test", {"afn": {"layer": None, "percentile": 75}, "seed": 13},
-                         {"r_h_context": 0.5, "claims": {"afn_layer_beats_next": False}}, layers,
-                         {"afn_report.md": "# report\n"}, {"plots/curve.png": figure})
+    run_id = log_run(uri, "afn-test", {"afn": {"layer": None, "percentile": 75}, "seed": 13},
+                     {"r_h_context": 0.5, "claims": {"afn_layer_beats_next": False}}, layers,
+                     {"afn_report.md": "# report\n"}, {"plots/curve.png": figure}, run_name="afn")
     client = MlflowClient(tracking_uri=uri)
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"
@@ -49,7 +49,7 @@ def test_log_afn_run(store):
     assert (artifacts / "afn_report.md").read_text() == "# report\n"
     assert (artifacts / "plots/curve.png").stat().st_size > 0
     # a second run goes into the same experiment
-    assert client.get_run(log_afn_run(uri, "afn-test", {}, {}, layers.iloc[:0], {}, {})).info.experiment_id == \
+    assert client.get_run(log_run(uri, "afn-test", {}, {}, layers.iloc[:0], {}, {}, run_name="afn")).info.experiment_id == \
         run.info.experiment_id
 
 
@@ -58,7 +58,7 @@ def test_failed_logging_marks_the_run_failed(store):
 
     _, uri = store
     with pytest.raises(Exception):
-        log_afn_run(uri, "afn-failing", {}, {}, pd.DataFrame({"layer": [0]}), {}, {"bad.png": "not a figure"})
+        log_run(uri, "afn-failing", {}, {}, pd.DataFrame({"layer": [0]}), {}, {"bad.png": "not a figure"}, run_name="afn")
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("afn-failing")
     runs = client.search_runs([experiment.experiment_id])

@@ -306,7 +306,7 @@ def log_student_run(tracking_uri: str, experiment: str, name: str, report: str, 
 
     from mlflow.tracking import MlflowClient
 
-    from learned_attribution.afn.tracking import log_afn_run
+    from learned_attribution import tracking
     from learned_attribution.models.artifacts import save_explainer
     from learned_attribution.serving import log_and_register
 
@@ -324,8 +324,8 @@ def log_student_run(tracking_uri: str, experiment: str, name: str, report: str, 
             metrics.update({f"plausibility.{record['method']}.auroc": record["auroc"],
                             f"plausibility.{record['method']}.f1_matched": record["f1"]})
     texts = {"report.md": report, **{f"{key}.csv": table.to_csv(index=False) for key, table in tables.items()}}
-    run_id = log_afn_run(tracking_uri, experiment, params, metrics, pd.DataFrame(columns=["layer"]), texts, {},
-                         run_name=name)
+    run_id = tracking.log_run(tracking_uri, experiment, params, metrics, pd.DataFrame(columns=["layer"]), texts, {},
+                              run_name=name)
     client = MlflowClient(tracking_uri=tracking_uri)
     registered = f"{experiment}-{name}"
     with tempfile.TemporaryDirectory() as scratch:

@@ -23,7 +23,7 @@ from learned_attribution.afn.shift import PairShift, pair_shift
 from learned_attribution.afn.strength import (EmptyTextError, TextTooLongError, TokenizedText, iter_hidden_states,
                                               resolve_afn_layer, token_strengths, tokenize_words,
                                               torch_threads)
-from learned_attribution.afn.tracking import log_afn_run, refuse_own_tracking_uri
+from learned_attribution.tracking import log_run, refuse_own_tracking_uri
 from learned_attribution.afn.words import split_words, word_class
 from learned_attribution.data.schema import RawText
 from learned_attribution.models.encoder import load_encoder, load_tokenizer
@@ -307,7 +307,7 @@ def log_to_mlflow(report: str, head: dict[str, Any], layers: pd.DataFrame, figur
     """One MLflow run in experiment `afn.mlflow.experiment` of the store `mlflow.tracking_uri` (the one every
     pipeline logs to; `MLFLOW_TRACKING_URI` wins) with the parameters, headline metrics (per-layer metrics as
     steps), the report and the plots. Returns where the run is. The store was checked before the first node
-    (hooks.py); `log_afn_run` checks it again for a direct call."""
+    (hooks.py); `log_run` checks it again for a direct call."""
     from learned_attribution import tracking
 
     settings = _setting(afn, "mlflow", "afn")
@@ -317,8 +317,8 @@ def log_to_mlflow(report: str, head: dict[str, Any], layers: pd.DataFrame, figur
     params = {"encoder": encoder, "max_length": max_length, "seed": seed,
               "afn": {k: v for k, v in afn.items() if k != "mlflow"}}
     metrics = {k: v for k, v in head.items() if k != "encoder"}
-    run_id = log_afn_run(uri, experiment, params, metrics, layers,
-                         {"afn_report.md": report, "layer_comparison.csv": layers.to_csv(index=False)}, figures,
-                         artifact_location=settings.get("artifact_location"))
+    run_id = log_run(uri, experiment, params, metrics, layers,
+                     {"afn_report.md": report, "layer_comparison.csv": layers.to_csv(index=False)}, figures,
+                     artifact_location=settings.get("artifact_location"), run_name="afn")
     logger.info("AFN results logged to MLflow run %s (experiment %r, %s)", run_id, experiment, uri)
     return {"run_id": run_id, "experiment": experiment, "tracking_uri": uri}

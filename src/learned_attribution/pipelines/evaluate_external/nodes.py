@@ -379,7 +379,6 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
-    from learned_attribution.afn.tracking import default_artifact_location, flatten
     from learned_attribution.hooks import fold_metric_entries
     from learned_attribution.reporting import metrics_bar_chart
 
@@ -389,7 +388,7 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
     tracking.check_store(tracking_uri)
     experiment = settings.get("mlflow_experiment", "external")
     client = MlflowClient(tracking_uri=tracking_uri)
-    experiment_id = tracking.experiment_id(client, experiment, default_artifact_location(tracking_uri, experiment))
+    experiment_id = tracking.experiment_id(client, experiment, tracking.default_artifact_location(tracking_uri, experiment))
     file, task, fold = str(settings["file"]), settings["classifier_task"], settings["expnet_fold"]
     run_id = client.create_run(experiment_id, run_name=f"{Path(file).stem}: {task} classifier, {fold} ExpNet",
                                tags={"file": file, "classifier_task": task, "expnet_fold": fold,
@@ -405,7 +404,7 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
                   "expnet_fold": fold, "fold_held_out_task": fold_held_out_task(fold),
                   "classifier_is_folds_held_out": task == fold_held_out_task(fold), "max_length": max_length,
                   "max_examples": settings.get("max_examples"),
-                  **flatten({"crosstask": {k: crosstask[k] for k in ("baselines", "expensive", "expensive_sample_size",
+                  **tracking.flatten({"crosstask": {k: crosstask[k] for k in ("baselines", "expensive", "expensive_sample_size",
                                                                     "layer", "bootstrap") if k in crosstask}})}
         numbers = {**fold_metric_entries(metrics),
                    **{f"budget/{k}": float(v) for k, v in budget.items() if isinstance(v, int | float)},
