@@ -251,18 +251,19 @@ def throughput_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
     return f"Forward pass: {note}.\n\n" + markdown_table(joined.reset_index(names="method"), digits=3)
 
 
-STUDENT_TABLES = ("fidelity", "faithfulness", "cost", "plausibility")
+STUDENT_TABLES = ("variants", "fidelity", "faithfulness", "cost", "plausibility")
 
 
 def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
     """Markdown: per task classifier, its amortized student (issue 14) beside its teacher: Spearman with the
-    reference teacher on the held-out texts (the teacher's own at the training budget beside it), comprehensiveness
+    reference teacher on the held-out texts (the teacher's own at the training budget beside it; the student's with
+    its labels on its own training texts, which says whether it underfits), comprehensiveness
     AOPC (student, teacher, saliency), throughput as a ratio to a forward pass, and AUROC on the rationale test set
     (student, saliency, ExpNet+), with 95% intervals."""
     lines = ["| task (held-out texts) | Spearman with the reference: student | teacher (its labels) | student beats its "
-             "labels | comprehensiveness: student | teacher | saliency | >= 0.9x teacher and > saliency | "
-             "throughput (x forward): student | teacher | AUROC: student | saliency | ExpNet+ |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "labels | student with its labels, on its training texts | comprehensiveness: student | teacher | "
+             "saliency | >= 0.9x teacher and > saliency | throughput (x forward): student | teacher | AUROC: student "
+             "| saliency | ExpNet+ |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for task, tables in students.items():
         def row(name: str, method: str, prefix: bool = False) -> pd.Series | None:
             table = tables[name]
@@ -286,8 +287,10 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
             "yes" if faithful["student"]["comprehensiveness"] >= 0.9 * faithful["teacher"]["comprehensiveness"]
             and faithful["student"]["comprehensiveness"] > faithful["saliency"]["comprehensiveness"] else "no")
         n_texts = "" if student is None else f" (n = {int(student['n_examples'])})"
+        selected = tables["variants"][tables["variants"]["selected"].astype(bool)]
+        on_train = f"{selected['train_spearman'].iloc[0]:.3f}" if "train_spearman" in selected and len(selected) else ""
         lines.append(" | ".join([
-            f"| {task}{n_texts}", shown(student, "spearman"), shown(teacher, "spearman"), beats,
+            f"| {task}{n_texts}", shown(student, "spearman"), shown(teacher, "spearman"), beats, on_train,
             *[shown(faithful[m], "comprehensiveness") for m in ("student", "teacher", "saliency")], met,
             f"{cost.get('student', float('nan')):.3f}", f"{teacher_cost:.4f}",
             *[interval_text(frame.iloc[0], "auroc") if len(frame) else "" for frame in auroc.values()]]) + " |")

@@ -170,6 +170,26 @@ def test_a_student_is_fitted_saved_and_applied_to_new_text_on_two_families(famil
     np.testing.assert_allclose(scores["scores"].iloc[0], explained.token_scores["student"], rtol=1e-5)
 
 
+def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifier):
+    """Known answer: a teacher whose scores are a signal the student reads (each token's relative position) is
+    reproduced on the training texts (Spearman near 1); scores it cannot read (noise) are not."""
+    from learned_attribution.amortize.student import fit_student, student_signals, student_variants
+    from learned_attribution.models.learned import TrainingSettings
+
+    examples = unlabeled_examples(classifier, texts(40))[0]
+    signals = student_signals(classifier, examples, ["position"], -1, 8)
+    by_example = signals.groupby("example_id", sort=False)
+    readable = pd.DataFrame({"example_id": list(by_example.groups),
+                             "scores": [g.sort_values("position")["relative_position"].to_numpy() for _, g in by_example]})
+    rng = np.random.default_rng(0)
+    noise = readable.assign(scores=readable["scores"].map(lambda s: rng.normal(size=len(s))))
+    variants = student_variants({"position_only": {"feature_sets": ["position"]}})
+    training = TrainingSettings(hidden=8, learning_rate=1e-2, batch_size=8, max_epochs=40, patience=40, seeds=1)
+    fitted = [fit_student(classifier, signals, labels, variants, training)[1].iloc[0] for labels in (readable, noise)]
+    assert fitted[0]["train_spearman"] > 0.95 and fitted[0]["val_spearman"] > 0.95
+    assert fitted[1]["train_spearman"] < 0.5
+
+
 def test_a_student_refuses_another_classifier_naming_both(classifier_writer, tmp_path):
     classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
     settings = quick_settings(reference_factor=0)

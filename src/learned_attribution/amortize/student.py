@@ -121,10 +121,12 @@ def fit_student(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
                 context: dict | None = None):
     """Every variant trained to reproduce the teacher (objective `distill`, early stopping on the validation texts'
     mean per-example Spearman); returns (the student: the variant with the best validation Spearman, the table of
-    every variant: name, description, validation Spearman, best epoch). The student's context records the
-    classifier it is bound to."""
+    every variant: name, description, mean per-example Spearman with the labels on its own training texts and on
+    the validation texts, best epoch). The student's context records the classifier it is bound to."""
+    from learned_attribution.metrics.fidelity import example_spearman
     from learned_attribution.models.artifacts import classifier_fingerprint, classifier_signature
     from learned_attribution.models.learned import fit_variant
+    from learned_attribution.models.learned.training import score_examples
     from learned_attribution.models.signals import columns_for
 
     rows = labelled_rows(signals, teacher_scores).assign(task="teacher")
@@ -136,8 +138,16 @@ def fit_student(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
         columns = columns_for(variant.feature_sets, config.num_attention_heads, config.num_hidden_layers)
         model = fit_variant(variant, train, val, None, {}, columns, 0.2, settings, device)
         trained[variant.name] = model
+        # How well it reproduces the labels it was trained on: a value near val_spearman means the student
+        # underfits (its inputs cannot express the teacher), not that it lacks texts.
+        fitted = score_examples(model, train)
+        by_example = train.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
+        labels = np.concatenate([by_example[i] for i in fitted["example_id"]])
+        groups = np.concatenate([np.full(len(s), k) for k, s in enumerate(fitted["scores"])])
+        on_train = float(np.nanmean(example_spearman(np.concatenate(list(fitted["scores"])), labels, groups)))
         table.append({"variant": variant.name, "description": variant.describe(), "n_train": len(train_ids),
-                      "n_val": len(val_ids), "val_spearman": float(np.mean(model.member_val_auroc)),
+                      "n_val": len(val_ids), "train_spearman": on_train,
+                      "val_spearman": float(np.mean(model.member_val_auroc)),
                       "best_epoch": model.best_epoch, "epochs": len(model.history)})
     table = pd.DataFrame(table).sort_values("val_spearman", ascending=False, kind="mergesort")
     table["selected"] = np.arange(len(table)) == 0
@@ -147,6 +157,6 @@ def fit_student(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
                        "classifier_fingerprint": classifier_fingerprint(classifier.model),
                        "classifier_path": None if classifier.path is None else str(classifier.path)}
     logger.info("student variants (validation Spearman with the teacher):\n%s",
-                table[["variant", "val_spearman", "best_epoch"]].round(4).to_string(index=False))
+                table[["variant", "train_spearman", "val_spearman", "best_epoch"]].round(4).to_string(index=False))
     return student, table.reset_index(drop=True)
 
