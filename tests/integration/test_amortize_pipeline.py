@@ -114,4 +114,4 @@ def test_a_users_classifier_and_text_file_by_parameters(smoke_crosstask_run, smo
     explainer = FoldExplainer.from_student(smoke_crosstask_run / "06_models" / "student_own")
     assert Path(explainer.classifier.path).resolve() == classifier.resolve()
     [result] = explainer.explain(["the book was read by me ."])
-    assert set(result.scores) == {"student", "kernel_shap"}
+    assert set(result.word_scores) == {"student", "kernel_shap"}

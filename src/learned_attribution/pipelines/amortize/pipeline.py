@@ -41,7 +41,7 @@ def _student_nodes(task: str, plausibility: bool) -> list:
              ["student_variants", "fidelity", "faithfulness", "cost", "skipped_texts", "teacher_failures",
               "held_out_failures", "train_texts", "held_out_texts", "params:amortize"], "report",
              name="student_report"),
-        node(_bind(log_student, task=task), log_inputs + ["plausibility"] * plausibility, "mlflow_run",
+        node(_bind(log_student, task=task), log_inputs + (["plausibility"] if plausibility else []), "mlflow_run",
              name="log_student"),
     ]
     if plausibility:
