@@ -15,24 +15,39 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def _paired_scores(table: pd.DataFrame, reference: pd.DataFrame) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(candidate scores, reference scores) of every example of `table` (example_id, scores) the reference has."""
+    reference_by_id = dict(zip(reference["example_id"], reference["scores"]))
+    return [(np.asarray(s, float), np.asarray(reference_by_id[i], float))
+            for i, s in zip(table["example_id"], table["scores"]) if i in reference_by_id]
+
+
+def example_spearmans(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per-example Spearman of each (scores, reference) pair."""
+    from learned_attribution.metrics.fidelity import example_spearman
+
+    groups = np.concatenate([np.full(len(a), k) for k, (a, _) in enumerate(pairs)])
+    return example_spearman(np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs]), groups)
+
+
+def mean_example_spearman(table: pd.DataFrame, reference: pd.DataFrame) -> float:
+    """Mean per-example Spearman of `table`'s token scores with `reference`'s (both: example_id, scores)."""
+    return float(np.nanmean(example_spearmans(_paired_scores(table, reference))))
+
+
 def fidelity_table(candidates: dict[str, pd.DataFrame], reference: pd.DataFrame,
                    fractions: Sequence[float] = (0.1, 0.2), n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Each candidate's token scores (example_id, scores) against the `reference`'s on the examples both have:
     mean per-example Spearman and top-k overlap (k = each fraction of the tokens), with bootstrap 95% intervals."""
-    from learned_attribution.metrics.fidelity import example_spearman, top_k_overlap
+    from learned_attribution.metrics.fidelity import top_k_overlap
     from learned_attribution.metrics.plausibility import bootstrap_ci
 
-    reference_by_id = dict(zip(reference["example_id"], reference["scores"]))
     rows = []
     for name, table in candidates.items():
-        pairs = [(np.asarray(s, float), np.asarray(reference_by_id[i], float))
-                 for i, s in zip(table["example_id"], table["scores"]) if i in reference_by_id]
+        pairs = _paired_scores(table, reference)
         row: dict[str, Any] = {"method": name, "n_examples": len(pairs)}
         if pairs:
-            groups = np.concatenate([np.full(len(a), k) for k, (a, _) in enumerate(pairs)])
-            rho = example_spearman(np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs]),
-                                   groups)
-            metrics = {"spearman": rho}
+            metrics = {"spearman": example_spearmans(pairs)}
             for fraction in fractions:
                 metrics[f"top{round(100 * fraction)}"] = np.array([top_k_overlap(a, b, fraction) for a, b in pairs])
             for metric, values in metrics.items():

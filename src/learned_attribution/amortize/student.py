@@ -123,11 +123,12 @@ def fit_student(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
     mean per-example Spearman); returns (the student: the variant with the best validation Spearman, the table of
     every variant: name, description, mean per-example Spearman with the labels on its own training texts and on
     the validation texts, best epoch). The student's context records the classifier it is bound to."""
-    from learned_attribution.metrics.fidelity import example_spearman
     from learned_attribution.models.artifacts import classifier_fingerprint, classifier_signature
     from learned_attribution.models.learned import fit_variant
     from learned_attribution.models.learned.training import score_examples
     from learned_attribution.models.signals import columns_for
+
+    from .scores import mean_example_spearman
 
     rows = labelled_rows(signals, teacher_scores).assign(task="teacher")
     train_ids, val_ids = split_examples(rows["example_id"], val_fraction, seed)
@@ -140,11 +141,7 @@ def fit_student(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
         trained[variant.name] = model
         # How well it reproduces the labels it was trained on: a value near val_spearman means the student
         # underfits (its inputs cannot express the teacher), not that it lacks texts.
-        fitted = score_examples(model, train)
-        by_example = train.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
-        labels = np.concatenate([by_example[i] for i in fitted["example_id"]])
-        groups = np.concatenate([np.full(len(s), k) for k, s in enumerate(fitted["scores"])])
-        on_train = float(np.nanmean(example_spearman(np.concatenate(list(fitted["scores"])), labels, groups)))
+        on_train = mean_example_spearman(score_examples(model, train), teacher_scores)
         table.append({"variant": variant.name, "description": variant.describe(), "n_train": len(train_ids),
                       "n_val": len(val_ids), "train_spearman": on_train,
                       "val_spearman": float(np.mean(model.member_val_auroc)),
