@@ -142,7 +142,7 @@ def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
     return quick_expnet(n_features, seed), f"ExpNet trained for 2 epochs on random features ({note}); same cost"
 
 
-def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tuple[dict, str]:
+def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
     """{variant name: ExpNet+}: the pipeline's retrained variants when present (`heldout_<task>/
     expnet_plus_variants`) and readable, else every variant of conf/base/parameters_crosstask.yml with an untrained
     network and identity input statistics (same cost)."""
@@ -157,27 +157,27 @@ def expnet_plus_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tu
             why = str(error)
     specs = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
     variants = [Variant.from_params(name, settings or {}) for name, settings in specs["variants"].items()]
-    return untrained_explainers(variants, TrainingSettings(**specs["training"]), n_heads, n_layers, seed), \
+    return untrained_explainers(variants, TrainingSettings(**specs["training"]), config, seed), \
         f"untrained networks ({why}); same cost"
 
 
-def untrained_explainers(variants, training, n_heads: int, n_layers: int, seed: int) -> dict:
+def untrained_explainers(variants, training, config, seed: int) -> dict:
     """{variant name: LearnedExplainer} with a seeded untrained network and identity input statistics: a learned
-    explainer's cost is its signal pass and its network, not its weights."""
+    explainer's cost is its signal pass and its network, not its weights (`config`: the classifier's)."""
     from learned_attribution.models.learned import InputPipeline, LearnedExplainer, build_variant_network
-    from learned_attribution.models.signals import columns_for
+    from learned_attribution.models.signals import model_columns
 
     torch.manual_seed(seed)
     models = {}
     for variant in variants:
-        columns = columns_for(variant.feature_sets, n_heads, n_layers)
+        columns = model_columns(variant.feature_sets, config)
         inputs = InputPipeline.for_variant(variant, columns)
         inputs.mean, inputs.std = np.zeros(len(columns), np.float32), np.ones(len(columns), np.float32)
         models[variant.name] = LearnedExplainer(variant, inputs, build_variant_network(variant, columns, training).eval())
     return models
 
 
-def student_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tuple[dict, str]:
+def student_models(path: Path, config, seed: int) -> tuple[dict, str]:
     """{variant name: student} (issue 14): the amortize pipeline's student when present (`student_<task>/student`),
     else every default student variant (`amortize.DEFAULT_VARIANTS`) with an untrained network and identity input
     statistics (the same cost: a student's cost is its signal pass and its network, not its weights)."""
@@ -188,8 +188,8 @@ def student_models(path: Path, n_heads: int, n_layers: int, seed: int) -> tuple[
     if is_complete(path):
         student = load_explainer(path)
         return {student.variant.name: student}, f"trained student {path}"
-    return untrained_explainers(student_variants(DEFAULT_VARIANTS), TrainingSettings(**DEFAULT_TRAINING), n_heads,
-                                n_layers, seed), f"untrained networks ({path} not found); same cost"
+    return untrained_explainers(student_variants(DEFAULT_VARIANTS), TrainingSettings(**DEFAULT_TRAINING), config,
+                                seed), f"untrained networks ({path} not found); same cost"
 
 
 def api_explainer(setup, expnet_training, expnet_plus: dict, layer: int, folder: Path):
@@ -698,14 +698,13 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     if "expnet_plus" in names:
         config = setup.model.config
         expnet_plus, expnet_plus_note = expnet_plus_models(
-            args.data_root / "06_models" / f"heldout_{setup.task}" / "expnet_plus_variants", config.num_attention_heads,
-            config.num_hidden_layers, args.seed)
+            args.data_root / "06_models" / f"heldout_{setup.task}" / "expnet_plus_variants", config, args.seed)
         say(f"expnet_plus: {expnet_plus_note}")
     students, student_note = {}, ""
     if "student" in names:
         config = setup.model.config
         students, student_note = student_models(args.data_root / "06_models" / f"student_{setup.task}" / "student",
-                                                config.num_attention_heads, config.num_hidden_layers, args.seed)
+                                                config, args.seed)
         say(f"student: {student_note}")
     explainers = build_explainers(names, overrides, expnet_training, expnet_plus, args.layer, setup.tokenizer,
                                   students)

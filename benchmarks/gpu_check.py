@@ -62,12 +62,10 @@ def agreement(setup, device: torch.device, n_texts: int, batch_size: int, quick:
     config = cpu_model.config
     models_dir = ROOT / "data" / "06_models" / f"heldout_{setup.task}"
     expnet, _ = load_expnet(models_dir / "expnet_paper", 2 * config.num_attention_heads, seed)
-    plus, _ = expnet_plus_models(models_dir / "expnet_plus_variants", config.num_attention_heads,
-                                 config.num_hidden_layers, seed)
+    plus, _ = expnet_plus_models(models_dir / "expnet_plus_variants", config, seed)
     overrides = {"lime": {"n_samples": 40 if quick else 200}, "kernel_shap": {"n_samples": 40 if quick else 200},
                  "integrated_gradients": {"n_steps": 8 if quick else 20}}
-    students, _ = student_models(ROOT / "data" / "06_models" / f"student_{setup.task}" / "student",
-                                 config.num_attention_heads, config.num_hidden_layers, seed)
+    students, _ = student_models(ROOT / "data" / "06_models" / f"student_{setup.task}" / "student", config, seed)
     explainers = build_explainers(list(EXPLAINERS), overrides, expnet, plus, -1, setup.tokenizer, students)
     rows = []
     for name, explainer in explainers.items():

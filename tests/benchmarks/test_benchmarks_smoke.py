@@ -67,11 +67,20 @@ def test_feature_extraction_quick(scripts, tmp_path):
     assert positive_finite(memory["peak_python_mib"])
 
 
+def bare_data_root(tmp_path):
+    """A data folder with the raw data only: the benchmark finds no pipeline outputs (no trained ExpNet, ExpNet+ or
+    student), whatever this checkout has run, so it times the untrained default networks."""
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "01_raw").symlink_to(PROJECT_ROOT / "data" / "01_raw")
+    return root
+
+
 def test_attribution_throughput_quick(scripts, tmp_path):
     _, attribution_throughput = scripts
     from learned_attribution.explainers import EXPLAINERS
 
-    attribution_throughput.main([*QUICK, "--output-dir", str(tmp_path)])
+    attribution_throughput.main([*QUICK, "--output-dir", str(tmp_path), "--data-root", str(bare_data_root(tmp_path))])
 
     table = pd.read_csv(tmp_path / "attribution_throughput.csv", keep_default_na=False,
                         na_values={"examples_per_s": ["", "nan"]})
@@ -128,7 +137,9 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     assert len(targets) == 5 + len(plus) + len(students) + len(api) + len(one_text)
     assert sorted(targets.loc[targets["target"].str.startswith("student:"), "target"]) == [
         "student:student_forward / plain forward pass (no gradients)",
-        "student:student_gradient / plain forward pass (saliency's own ratio)"]
+        "student:student_forward_hidden / plain forward pass (no gradients)",
+        "student:student_gradient / plain forward pass (saliency's own ratio)",
+        "student:student_gradient_hidden / plain forward pass (saliency's own ratio)"]
     assert positive_finite(targets["measured"])
 
 

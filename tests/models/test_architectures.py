@@ -19,7 +19,7 @@ from learned_attribution.models.architectures import (ARCHITECTURES, SUPPORTED_M
                                                       prepare_tokenizer, reserved_positions, token_convention)
 from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
                                                 build_variant_network)
-from learned_attribution.models.signals import FEATURE_SETS, columns_for, token_signals, token_vocabulary
+from learned_attribution.models.signals import FEATURE_SETS, KNOWN_SETS, model_columns, token_signals, token_vocabulary
 
 LAYERS, HEADS = 3, 2  # not the factory's default depth, so nothing passes by assuming 2 layers
 WORDS = [["The", "unbelievable", "film", ",", "and", "it", "was", "good", "."], ["a", "bad", "movie"],
@@ -99,22 +99,23 @@ def test_replace_block_hidden_states_works_positionally_and_by_keyword(classifie
 def test_signals_of_every_feature_set_have_the_columns_of_the_classifiers_shape(classifier, batch):
     model, tokenizer = classifier
     target = batch.target
-    signals = token_signals(model, batch.input_ids, batch.attention_mask, target, FEATURE_SETS,
+    signals = token_signals(model, batch.input_ids, batch.attention_mask, target, KNOWN_SETS,
                             vocabulary=token_vocabulary(tokenizer))
-    assert signals.shape == (*batch.input_ids.shape, len(columns_for(FEATURE_SETS, HEADS, LAYERS)))
+    assert signals.shape == (*batch.input_ids.shape, len(model_columns(KNOWN_SETS, model.config)))
     assert torch.isfinite(signals).all()
     assert all(p.requires_grad for p in model.parameters())  # the frozen pass restores the weights' flags
 
 
 def _learned(model) -> dict:
     """Untrained (seeded) learned explainers sized for `model`: the paper's ExpNet (its variant over the attention
-    set) and ExpNet+ over every feature set (the shape-free ones included), each with random input statistics."""
-    heads, layers = model.config.num_attention_heads, model.config.num_hidden_layers
+    set), ExpNet+ over every feature set (the shape-free ones included) and a student that reads the hidden states
+    too, each with random input statistics."""
+    heads = model.config.num_attention_heads
     rng = np.random.default_rng(0)
     torch.manual_seed(0)
 
     def untrained(variant: Variant) -> LearnedExplainer:
-        columns = columns_for(variant.feature_sets, heads, layers)
+        columns = model_columns(variant.feature_sets, model.config)
         net = build_variant_network(variant, columns, TrainingSettings(hidden=4, seeds=1)).eval()
         inputs = InputPipeline(columns, mean=rng.normal(size=len(columns)).astype(np.float32),
                                std=rng.uniform(0.5, 2, size=len(columns)).astype(np.float32))
@@ -122,7 +123,8 @@ def _learned(model) -> dict:
 
     paper = untrained(Variant("expnet_paper", stopping="token_auroc"))
     assert len(paper.columns) == 2 * heads
-    student = untrained(Variant("student", feature_sets=("attention", "saliency", "position"), objective="distill",
+    student = untrained(Variant("student", feature_sets=("attention", "saliency", "position", "hidden_state"),
+                                objective="distill",
                                 stopping="example_spearman"))
     return {"learned": {"expnet_paper": paper, "expnet_plus": untrained(Variant("everything", feature_sets=FEATURE_SETS,
                                                                                 gating=True)), "student": student}}

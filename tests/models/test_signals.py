@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from learned_attribution.models.signals import (FEATURE_SETS, TokenVocabulary, columns_for, position_signals,
-                                               token_signals, token_vocabulary)
+from learned_attribution.models.signals import (FEATURE_SETS, WIDE_SETS, TokenVocabulary, columns_for, model_columns,
+                                               position_signals, signal_columns, token_signals, token_vocabulary)
 
 HEADS, LAYERS = 2, 3
 
@@ -79,6 +79,28 @@ def test_every_set_equals_a_direct_computation(model, batch):
     assert column["is_closed_class"][0].tolist() == [0, 1, 0, 0, 0, 0]
     assert column["is_content"][0].tolist() == [0, 0, 1, 1, 0, 0]
     assert column["is_content"][1].tolist() == [0, 1, 1, 0, 0, 0]
+
+
+def test_hidden_state_is_the_explained_layers_output(model, batch):
+    """The wide set: each token's hidden state at the output of `layer` (the last by default), beside the other
+    sets in the one pass; its columns come from the classifier's hidden size."""
+    input_ids, attention_mask, target = batch
+    output = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+    hidden_size = model.config.hidden_size
+    names = model_columns(["saliency", "hidden_state"], model.config)
+    assert names == columns_for(["saliency"], HEADS, LAYERS) + [f"hidden_{i}" for i in range(hidden_size)]
+    signals = token_signals(model, input_ids, attention_mask, target, ["saliency", "hidden_state"])
+    assert signals.shape == (2, 6, len(names))
+    torch.testing.assert_close(signals[..., 2:], output.hidden_states[LAYERS].detach())
+    middle = token_signals(model, input_ids, attention_mask, target, ["hidden_state"], layer=1)
+    torch.testing.assert_close(middle, output.hidden_states[2].detach())
+    assert set(WIDE_SETS).isdisjoint(FEATURE_SETS)  # the classifiers pipeline never stores them per rationale token
+
+
+def test_hidden_state_columns_need_the_hidden_size():
+    with pytest.raises(ValueError, match="hidden_size"):
+        columns_for(["attention", "hidden_state"], HEADS, LAYERS)
+    assert signal_columns("hidden_state", HEADS, LAYERS, hidden_size=3) == ["hidden_0", "hidden_1", "hidden_2"]
 
 
 def test_cheap_gradients_match_and_leave_the_model_untouched(model, batch):

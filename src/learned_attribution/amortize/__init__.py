@@ -52,13 +52,17 @@ __all__ = ["MIN_TOKENS", "TEACHER_BUDGETS", "AmortizeSettings", "Amortized", "Te
 
 
 # The default student variants (conf/base/parameters_amortize.yml states the same; a test keeps them equal): one over
-# forward-pass signals only (about a forward pass in cost), one that adds the gradient sets (one backward pass).
+# forward-pass signals only (about a forward pass in cost), one that adds the gradient sets (one backward pass), and
+# each of the two with the tokens' last hidden states (`hidden_state`: the token in its context; globally
+# standardised, since z-scores within the example would remove the text's shared representation).
+_FORWARD_SETS = ["attention", "raw_attention_layers", "afn_norm", "position", "token_kind"]
+_GRADIENT_SETS = ["attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers",
+                  "afn_norm", "position", "token_kind"]
 DEFAULT_VARIANTS = {
-    "student_forward": {"feature_sets": ["attention", "raw_attention_layers", "afn_norm", "position", "token_kind"],
-                        "example_z": True},
-    "student_gradient": {"feature_sets": ["attention", "attention_x_gradient", "layer_gradient", "saliency",
-                                          "raw_attention_layers", "afn_norm", "position", "token_kind"],
-                         "example_z": True},
+    "student_forward": {"feature_sets": _FORWARD_SETS, "example_z": True},
+    "student_gradient": {"feature_sets": _GRADIENT_SETS, "example_z": True},
+    "student_forward_hidden": {"feature_sets": [*_FORWARD_SETS, "hidden_state"]},
+    "student_gradient_hidden": {"feature_sets": [*_GRADIENT_SETS, "hidden_state"]},
 }
 DEFAULT_TRAINING = {"hidden": 32, "learning_rate": 2.0e-3, "batch_size": 32, "max_epochs": 60, "patience": 6,
                     "seeds": 3}

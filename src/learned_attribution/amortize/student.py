@@ -126,7 +126,7 @@ def fit_student(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
     from learned_attribution.models.artifacts import classifier_fingerprint, classifier_signature
     from learned_attribution.models.learned import fit_variant
     from learned_attribution.models.learned.training import score_examples
-    from learned_attribution.models.signals import columns_for
+    from learned_attribution.models.signals import model_columns
 
     from .scores import mean_example_spearman
 
@@ -136,7 +136,7 @@ def fit_student(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
     config = classifier.model.config
     trained, table = {}, []
     for variant in variants:
-        columns = columns_for(variant.feature_sets, config.num_attention_heads, config.num_hidden_layers)
+        columns = model_columns(variant.feature_sets, config)
         model = fit_variant(variant, train, val, None, {}, columns, 0.2, settings, device)
         trained[variant.name] = model
         # How well it reproduces the labels it was trained on: a value near val_spearman means the student

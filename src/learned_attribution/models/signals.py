@@ -28,6 +28,11 @@ reads a classifier of any depth and head count (`SHAPE_FREE_SETS`: these four an
   layer, 1 = the last), linearly interpolated between layers.
 - `afn_norm_depths` (4): `afn_norm` read the same way over the hidden states (0 = the embedding output).
 
+Wide set (issue 14; `WIDE_SETS`, not among the `FEATURE_SETS` the classifiers pipeline extracts for every rationale
+token): `hidden_state` (the classifier's hidden size): the token's hidden state at the output of `layer` (the last
+by default: what the classification head reads), the token in its context. The amortized students read it: a
+per-token network over scalar signals alone sees nothing of a token's neighbours, and underfits the teacher.
+
 Gradients are of the explained (predicted) class's logit, so the signed columns (`signed_columns`: attention x
 gradient, gradient . input) flip with the prediction: on a mispredicted example they point away from the
 evidence for the true class, while the norms do not. Only the sets that need them run a backward
@@ -54,13 +59,22 @@ FEATURE_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency
                 "afn_norm_depths")
 SHAPE_FREE_SETS = ("attention_stats", "attention_x_gradient_stats", "layer_gradient", "saliency",
                    "raw_attention_depths", "afn_norm_depths", "position", "token_kind")
+# Wide sets: one column per hidden unit of the classifier. They are read by explainers bound to one classifier (the
+# amortized students), and not among the FEATURE_SETS the classifiers pipeline extracts for every rationale token.
+WIDE_SETS = ("hidden_state",)
+KNOWN_SETS = FEATURE_SETS + WIDE_SETS
 GRADIENT_SETS = frozenset({"attention_x_gradient", "attention_x_gradient_stats", "layer_gradient", "saliency"})
 RELATIVE_DEPTHS = (0.0, 1 / 3, 2 / 3, 1.0)
 _DEPTH_NAMES = tuple(f"d{round(100 * depth)}" for depth in RELATIVE_DEPTHS)
 
 
-def signal_columns(feature_set: str, n_heads: int, n_layers: int) -> list[str]:
-    """Column names of one feature set."""
+def signal_columns(feature_set: str, n_heads: int, n_layers: int, hidden_size: int | None = None) -> list[str]:
+    """Column names of one feature set (`hidden_size`: the classifier's, needed by the wide sets only)."""
+    if feature_set == "hidden_state":
+        if hidden_size is None:
+            raise ValueError("feature set 'hidden_state' has one column per hidden unit: its columns need the "
+                             "classifier's hidden_size (it is not among the signals the classifiers pipeline extracts)")
+        return [f"hidden_{unit}" for unit in range(hidden_size)]
     columns = {
         "attention": feature_names(n_heads),
         "attention_x_gradient": [f"axg_h{h}" for h in range(n_heads)],
@@ -77,7 +91,7 @@ def signal_columns(feature_set: str, n_heads: int, n_layers: int) -> list[str]:
         "afn_norm_depths": [f"afn_norm_{name}" for name in _DEPTH_NAMES],
     }
     if feature_set not in columns:
-        raise ValueError(f"unknown feature set {feature_set!r}; known: {list(FEATURE_SETS)}")
+        raise ValueError(f"unknown feature set {feature_set!r}; known: {list(KNOWN_SETS)}")
     return columns[feature_set]
 
 
@@ -87,9 +101,14 @@ def signed_columns(columns: Sequence[str]) -> list[str]:
     return [column for column in columns if column.startswith("axg_") or column.endswith("_grad_x_input")]
 
 
-def columns_for(feature_sets: Sequence[str], n_heads: int, n_layers: int) -> list[str]:
+def columns_for(feature_sets: Sequence[str], n_heads: int, n_layers: int, hidden_size: int | None = None) -> list[str]:
     """Column names of several feature sets, in the order given."""
-    return [column for name in feature_sets for column in signal_columns(name, n_heads, n_layers)]
+    return [column for name in feature_sets for column in signal_columns(name, n_heads, n_layers, hidden_size)]
+
+
+def model_columns(feature_sets: Sequence[str], config) -> list[str]:
+    """`columns_for` a classifier's config (its heads, layers and hidden size)."""
+    return columns_for(feature_sets, config.num_attention_heads, config.num_hidden_layers, config.hidden_size)
 
 
 @dataclass(frozen=True)
@@ -193,7 +212,7 @@ def signal_rows(model: torch.nn.Module, tokenizer, examples, feature_sets: Seque
     from .features import extract_token_rows, frame_token_ids
 
     vocabulary = token_vocabulary(tokenizer)
-    names = columns_for(feature_sets, model.config.num_attention_heads, model.config.num_hidden_layers)
+    names = model_columns(feature_sets, model.config)
 
     def signals_of(input_ids, attention_mask, target):
         return token_signals(model, input_ids, attention_mask, target, feature_sets, layer, vocabulary)
@@ -207,9 +226,9 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
                        vocabulary: TokenVocabulary | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_signals` and the classifier's logits [B, C] of the same pass; `target=None` explains the
     predicted class (read from those logits), so classifying and explaining new text is one pass."""
-    unknown = set(feature_sets) - set(FEATURE_SETS)
+    unknown = set(feature_sets) - set(KNOWN_SETS)
     if unknown:
-        raise ValueError(f"unknown feature sets {sorted(unknown)}; known: {list(FEATURE_SETS)}")
+        raise ValueError(f"unknown feature sets {sorted(unknown)}; known: {list(KNOWN_SETS)}")
     family = architecture(model)  # an unsupported family fails here, naming the supported ones
     blocks = family.blocks(model)
     n_layers = len(blocks)
@@ -231,7 +250,7 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
                                                                  with_kwargs=True))
         try:
             output = forward(model, input_ids, attention_mask, attentions=True,
-                             hidden_states=bool(wants & {"afn_norm", "afn_norm_depths"}))
+                             hidden_states=bool(wants & {"afn_norm", "afn_norm_depths", "hidden_state"}))
         finally:
             for hook in hooks:
                 hook.remove()
@@ -273,6 +292,8 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
         elif name == "afn_norm_depths":
             parts.append(at_relative_depths(torch.stack([h.detach().norm(dim=-1) for h in output.hidden_states],
                                                         dim=-1)))
+        elif name == "hidden_state":  # the output of the explained layer (hidden_states[0] is the embeddings)
+            parts.append(output.hidden_states[layer + 1].detach())
         elif name == "position":
             parts.append(position_signals(input_ids, attention_mask, vocabulary))
         elif name == "token_kind":

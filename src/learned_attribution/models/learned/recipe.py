@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..signals import FEATURE_SETS, SHAPE_FREE_SETS
+from ..signals import KNOWN_SETS, SHAPE_FREE_SETS
 
 STANDARDISE = ("global", "per_task")
 OBJECTIVES = ("focal", "pairwise", "focal+pairwise", "listwise", "distill")
@@ -57,10 +57,10 @@ class Variant:
             raise ValueError(f"{where}: learning_rate={self.learning_rate!r} must be positive")
         if not 0.0 <= float(self.anchor_weight) <= 1.0:
             raise ValueError(f"{where}: anchor_weight={self.anchor_weight!r} must be in [0, 1]")
-        unknown = set(self.feature_sets) - set(FEATURE_SETS)
+        unknown = set(self.feature_sets) - set(KNOWN_SETS)
         if not self.feature_sets or unknown:
             raise ValueError(f"{where}: feature_sets {list(self.feature_sets)} must be a non-empty subset of "
-                             f"{list(FEATURE_SETS)}")
+                             f"{list(KNOWN_SETS)}")
         if (self.objective == "distill") != (self.stopping == "example_spearman"):
             raise ValueError(f"{where}: objective distill (real-valued targets) goes with stopping example_spearman, "
                              "and only with it")
