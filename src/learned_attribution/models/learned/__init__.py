@@ -25,6 +25,8 @@ The transfer ideas a variant may switch on (issues 06, 10, 12):
 - `signs: magnitude`: the signed columns (`signals.signed_columns`) enter as absolute values.
 - shape-free feature sets (`signals.SHAPE_FREE_SETS`): columns that do not depend on the classifier's depth or
   head count, so the explainer reads a classifier of any supported family and shape.
+- the wide set `hidden_state` (`signals.WIDE_SETS`): each token's hidden state, one column per hidden unit, for an
+  explainer bound to one classifier (the amortized students, issue 14).
 Objectives: `focal`, `pairwise` (logistic loss on every rationale/non-rationale token pair of an example),
 both summed, or `listwise` (ListNet's top-one loss). Stopping: `example_auroc` (the mean per-example validation
 AUROC) or `token_auroc` (the pooled token AUROC, the paper's ExpNet's rule).
