@@ -84,6 +84,27 @@ def test_the_student_explains_new_text_from_the_cli(amortize_run, tmp_path, monk
     assert set(record["scores"]) == {"student", "kernel_shap"} and len(record["words"]) == 7
 
 
+def test_the_learning_curve_refits_the_student_on_shares_of_its_texts(amortize_run, tmp_path, monkeypatch):
+    """benchmarks/student_learning_curve.py on the smoke run's outputs: nested shares of the teacher's texts, and at
+    the full share the pipeline's own student (the same fit, scored as the pipeline scored it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("student_learning_curve",
+                                                  PROJECT_ROOT / "benchmarks" / "student_learning_curve.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.chdir(PROJECT_ROOT)
+    table = script.main(["--env", "smoke", "--tasks", "sst2", "--fractions", "1", "0.5", "--output-dir", str(tmp_path)])
+    assert list(table["n_texts"]) == [30, 60] and list(table["fraction"]) == [0.5, 1.0]
+    pd.testing.assert_frame_equal(table, pd.read_csv(tmp_path / "student_learning_curve.csv"))
+    pipeline = pd.read_csv(amortize_run / "08_reporting" / "amortize" / "sst2_fidelity.csv").set_index("method")
+    assert table["spearman"].iloc[-1] == pytest.approx(pipeline.at["student", "spearman"], abs=1e-3)
+    variants = pd.read_csv(amortize_run / "08_reporting" / "amortize" / "sst2_variants.csv")
+    assert table["variant"].iloc[-1] == variants.loc[variants["selected"], "variant"].item()
+    with pytest.raises(ValueError, match="fractions"):
+        script.main(["--env", "smoke", "--tasks", "sst2", "--fractions", "1.5", "--output-dir", str(tmp_path)])
+
+
 def test_a_users_classifier_and_text_file_by_parameters(smoke_crosstask_run, smoke_runner, smoke_tracking_uri,
                                                         tmp_path, caplog):
     """`kedro run --pipeline amortize_own --params "own.classifier=DIR,own.texts=FILE"`: the smoke CoLA classifier

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .scores import evaluate_student, faithfulness_table, fidelity_table, scores_of
+from .scores import evaluate_student, faithfulness_table, fidelity_table, learning_curve, scores_of, student_explainer
 from .student import (MIN_TOKENS, fit_student, labelled_rows, predicted_examples, split_examples, split_short,
                       student_signals, student_variants, unlabeled_examples)
 from .teacher import TEACHER_BUDGETS, Teacher, TeacherRun, teacher_attributions
@@ -45,10 +45,10 @@ from .teacher import TEACHER_BUDGETS, Teacher, TeacherRun, teacher_attributions
 logger = logging.getLogger(__name__)
 
 __all__ = ["MIN_TOKENS", "TEACHER_BUDGETS", "AmortizeSettings", "Amortized", "Teacher", "TeacherRun", "amortize",
-           "evaluate_student", "faithfulness_table", "fidelity_table", "fit_student", "labelled_rows",
+           "evaluate_student", "faithfulness_table", "fidelity_table", "fit_student", "labelled_rows", "learning_curve",
            "predicted_examples", "report_markdown", "save_amortized", "scores_of", "split_examples", "split_short",
-           "split_held_out", "student_card", "student_signals", "student_variants", "task_examples", "log_student_run",
-           "teacher_attributions", "unlabeled_examples"]
+           "split_held_out", "student_card", "student_explainer", "student_signals", "student_variants", "task_examples",
+           "log_student_run", "teacher_attributions", "unlabeled_examples"]
 
 
 # The default student variants (conf/base/parameters_amortize.yml states the same; a test keeps them equal): one over

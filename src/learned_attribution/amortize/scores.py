@@ -57,6 +57,13 @@ def fidelity_table(candidates: dict[str, pd.DataFrame], reference: pd.DataFrame,
     return pd.DataFrame(rows)
 
 
+def student_explainer(classifier, student, layer: int = -1):
+    """The `student` explainer of a trained student, for `classifier` (the one it is bound to)."""
+    from learned_attribution.models.signals import token_vocabulary
+
+    return build_explainer("student", model=student, layer=layer, vocabulary=token_vocabulary(classifier.tokenizer))
+
+
 def scores_of(classifier, examples: pd.DataFrame, explainers: dict, batch_size: int = 16):
     """Token scores (example_id, method, scores) of in-process explainers, and each one's seconds."""
     from learned_attribution.evaluation import explain_examples
@@ -101,11 +108,9 @@ def evaluate_student(classifier, student, held_out: pd.DataFrame, teacher_scores
     text and of the teacher on the first `cost_texts` of them, each beside a plain forward pass over the same texts
     (`ratio_to_forward`), all timed in this call, in process."""
     from learned_attribution.evaluation import FORWARD, timed_forward
-    from learned_attribution.models.signals import token_vocabulary
 
     teacher_name = f"teacher ({settings.teacher.describe()})"
-    explainers = {"student": build_explainer("student", model=student, layer=settings.layer,
-                                             vocabulary=token_vocabulary(classifier.tokenizer)),
+    explainers = {"student": student_explainer(classifier, student, settings.layer),
                   "saliency": build_explainer("saliency")}
     timed_forward(classifier, held_out.head(settings.batch_size), settings.batch_size)  # warm-up
     scores, seconds = scores_of(classifier, held_out, explainers, settings.batch_size)
@@ -130,3 +135,34 @@ def evaluate_student(classifier, student, held_out: pd.DataFrame, teacher_scores
                                   settings.seed)
     return fidelity, faithful, cost
 
+
+
+def learning_curve(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame, held_out: pd.DataFrame,
+                   reference_scores: pd.DataFrame, settings: AmortizeSettings,
+                   fractions: Sequence[float] = (0.125, 0.25, 0.5, 1.0)) -> pd.DataFrame:
+    """Does the student lack texts? It is refit, as `fit_student` trains it (every variant, the best on validation
+    kept), on nested seeded shares `fractions` of its teacher's texts, and each fit is scored against the reference
+    on the held-out texts through the `student` explainer, as `evaluate_student` scores it. One row per share:
+    fraction, n_texts, the selected variant, its Spearman on its own training texts and on its validation texts, the
+    held-out Spearman with its interval and the top-k overlaps."""
+    from .student import fit_student
+
+    bad = [f for f in fractions if not 0 < f <= 1]
+    if bad or not fractions:
+        raise ValueError(f"learning-curve fractions {list(fractions)} must be in (0, 1]")
+    order = np.random.default_rng(settings.seed).permutation(len(teacher_scores))
+    rows = []
+    for fraction in sorted(fractions):
+        n_texts = max(2, int(round(fraction * len(teacher_scores))))
+        subset = teacher_scores.iloc[np.sort(order[:n_texts])]
+        student, variants = fit_student(classifier, signals, subset, settings.student_variants(),
+                                        settings.training_settings(), settings.val_fraction, settings.seed)
+        scores, _ = scores_of(classifier, held_out, {"student": student_explainer(classifier, student, settings.layer)},
+                              settings.batch_size)
+        fidelity = fidelity_table({"student": scores}, reference_scores, settings.top_k_fractions, settings.n_boot,
+                                  settings.seed).iloc[0]
+        selected = variants.iloc[0]
+        rows.append({"fraction": fraction, "n_texts": n_texts, "variant": selected["variant"],
+                     "train_spearman": selected["train_spearman"], "val_spearman": selected["val_spearman"],
+                     **fidelity.drop(["method"]).to_dict()})
+    return pd.DataFrame(rows)

@@ -132,13 +132,10 @@ def student_plausibility(classifier: TrainedClassifier, student, predictions: pd
     the fold's rows of the teacher, saliency and ExpNet+. The student reads no rationale, so the protocol allows it
     in the held-out fold's table."""
     from learned_attribution.evaluation import explain_examples, expensive_sample, rationale_test_examples, score_all
-    from learned_attribution.explainers import build_explainer
-    from learned_attribution.models.signals import token_vocabulary
 
     settings = _settings(params)
     examples = rationale_test_examples(predictions, max_examples=crosstask["max_test_examples"], seed=seed)
-    explainer = build_explainer("student", model=student, layer=settings.layer,
-                                vocabulary=token_vocabulary(classifier.tokenizer))
+    explainer = amortize.student_explainer(classifier, student, settings.layer)
     run = explain_examples(classifier.model, classifier.tokenizer, examples, {"student": explainer},
                            crosstask["batch_size"])
     fold = f"heldout_{task}"
