@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -81,4 +80,4 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    sys.exit(main() is None)
+    main()

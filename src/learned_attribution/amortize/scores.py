@@ -136,7 +136,6 @@ def evaluate_student(classifier, student, held_out: pd.DataFrame, teacher_scores
     return fidelity, faithful, cost
 
 
-
 def learning_curve(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame, held_out: pd.DataFrame,
                    reference_scores: pd.DataFrame, settings: AmortizeSettings,
                    fractions: Sequence[float] = (0.125, 0.25, 0.5, 1.0)) -> pd.DataFrame:
