@@ -156,8 +156,8 @@ def test_the_students_section_reads_the_amortize_reports(reports):
         return row
 
     pd.DataFrame({"variant": ["student_gradient", "student_forward"], "train_spearman": [0.75, 0.5],
-                  "val_spearman": [0.7, 0.45], "selected": [True, False]}).to_csv(folder / "sst2_variants.csv",
-                                                                                  index=False)
+                  "val_spearman": [0.7, 0.45], "n_train": [40, 40], "n_val": [8, 8],
+                  "selected": [True, False]}).to_csv(folder / "sst2_variants.csv", index=False)
     pd.DataFrame([interval("student", spearman=0.7), interval("teacher (kernel_shap)", spearman=0.6)]).to_csv(
         folder / "sst2_fidelity.csv", index=False)
     pd.DataFrame([interval("student", comprehensiveness=0.3), interval("teacher (kernel_shap)", comprehensiveness=0.32),
@@ -170,7 +170,7 @@ def test_the_students_section_reads_the_amortize_reports(reports):
     read = Reports.read(reports)
     assert list(read.students) == ["sst2"]
     row = students_table(read.students).splitlines()[2]
-    assert row.startswith("| sst2 (n = 10) | 0.700 [0.600, 0.800] | 0.600 [0.500, 0.700] | yes | 0.750 | 0.300 [0.200, 0.400] "
+    assert row.startswith("| sst2 (48, n = 10) | 0.700 [0.600, 0.800] | 0.600 [0.500, 0.700] | yes | 0.750 | 0.300 [0.200, 0.400] "
                           "| 0.320 [0.220, 0.420] | 0.200 [0.100, 0.300] | yes |")  # 0.300 >= 0.9 x 0.320, > 0.200
     assert "| 0.950 | 0.0030 | 0.700 [0.680, 0.720] | 0.750 [0.730, 0.770] |  |" in row
     assert "## Amortized students" in results_document(read)
