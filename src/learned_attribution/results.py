@@ -259,7 +259,8 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
     reference teacher on the held-out texts (the teacher's own at the training budget beside it; the student's with
     its labels on its own training texts, which says whether it underfits), comprehensiveness
     AOPC (student, teacher, saliency), throughput as a ratio to a forward pass, and AUROC on the rationale test set
-    (student, saliency, ExpNet+), with 95% intervals; beside the task, the texts its teacher explained for it."""
+    (student, saliency, ExpNet+), with 95% intervals; beside the task, the texts the student
+    learned from (its teacher's labelled training and validation texts) and the held-out texts."""
     lines = ["| task (teacher texts, held-out texts) | Spearman with the reference: student | teacher (its labels) | student beats its "
              "labels | student with its labels, on its training texts | comprehensiveness: student | teacher | "
              "saliency | >= 0.9x teacher and > saliency | throughput (x forward): student | teacher | AUROC: student "
@@ -287,11 +288,11 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
             "yes" if faithful["student"]["comprehensiveness"] >= 0.9 * faithful["teacher"]["comprehensiveness"]
             and faithful["student"]["comprehensiveness"] > faithful["saliency"]["comprehensiveness"] else "no")
         selected = tables["variants"][tables["variants"]["selected"].astype(bool)]
-        taught = [str(int(selected[["n_train", "n_val"]].iloc[0].sum()))] if {"n_train", "n_val"} <= set(selected) \
-            and len(selected) else []
+        chosen = selected.iloc[0] if len(selected) else pd.Series(dtype=object)
+        taught = [str(int(chosen["n_train"] + chosen["n_val"]))] if {"n_train", "n_val"} <= set(chosen.index) else []
         held_out = [] if student is None else [f"n = {int(student['n_examples'])}"]
         n_texts = f" ({', '.join(taught + held_out)})" if taught or held_out else ""
-        on_train = f"{selected['train_spearman'].iloc[0]:.3f}" if "train_spearman" in selected and len(selected) else ""
+        on_train = f"{chosen['train_spearman']:.3f}" if "train_spearman" in chosen.index else ""
         lines.append(" | ".join([
             f"| {task}{n_texts}", shown(student, "spearman"), shown(teacher, "spearman"), beats, on_train,
             *[shown(faithful[m], "comprehensiveness") for m in ("student", "teacher", "saliency")], met,
