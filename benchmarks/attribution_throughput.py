@@ -8,7 +8,7 @@ Run from the project root with the virtualenv active:
     python benchmarks/attribution_throughput.py --set lime.n_samples=1000 --set integrated_gradients.n_steps=50
 
 In ONE process, on the same texts, batches and batch size, a plain classification forward pass
-(`torch.inference_mode`, logits only) and every explainer in `learned_attribution.explainers.EXPLAINERS`
+(`torch.inference_mode`, logits only) and every explainer in `learned_attribution.core.explainers.EXPLAINERS`
 at its default settings (LIME and KernelSHAP 500 samples, Integrated Gradients 20 steps; `--set`
 overrides) explain the classifier's predicted class. Every method is timed batch by batch, each batch
 right next to a plain forward pass on the same batch (which of the two goes first alternates), in several
@@ -53,7 +53,7 @@ import pandas as pd
 import torch
 import yaml
 
-from learned_attribution.models.runner import model_device, resolve_device
+from learned_attribution.core.models.runner import model_device, resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the shared helpers in feature_extraction.py
@@ -95,7 +95,7 @@ def parse_setting(text: str) -> tuple[str, str, object]:
 def paper_expnet_spec() -> tuple[object, object]:
     """The paper's ExpNet as the pipeline declares it (`crosstask.expnet` of conf/base/parameters_crosstask.yml): its
     variant of the one learned-explainer core and its training settings."""
-    from learned_attribution.models.learned import TrainingSettings, Variant
+    from learned_attribution.core.models.learned import TrainingSettings, Variant
 
     spec = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet"]
     return Variant.from_params("expnet_paper", spec["variant"]), TrainingSettings(**spec["training"])
@@ -106,8 +106,8 @@ def quick_expnet(n_features: int, seed: int):
     of the right width: its cost is what matters."""
     from dataclasses import replace
 
-    from learned_attribution.models.features import feature_names
-    from learned_attribution.models.learned import fit_variant
+    from learned_attribution.core.models.features import feature_names
+    from learned_attribution.core.models.learned import fit_variant
 
     variant, training = paper_expnet_spec()
     columns = feature_names(n_features // 2)
@@ -123,7 +123,7 @@ def quick_expnet(n_features: int, seed: int):
 def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
     """The pipeline's trained ExpNet (a `heldout_<task>/expnet_paper` folder) when present, readable (an artifact
     of an older format, from a run before an upgrade, is not) and of the right width, else a quick one (and why)."""
-    from learned_attribution.models.artifacts import is_complete, load_explainer, read_config
+    from learned_attribution.core.models.artifacts import is_complete, load_explainer, read_config
 
     readable, note = is_complete(path), f"{path} not found"
     if readable:
@@ -146,8 +146,8 @@ def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
     """{variant name: ExpNet+}: the pipeline's retrained variants when present (`heldout_<task>/
     expnet_plus_variants`) and readable, else every variant of conf/base/parameters_crosstask.yml with an untrained
     network and identity input statistics (same cost)."""
-    from learned_attribution.models.artifacts import load_explainers
-    from learned_attribution.models.learned import TrainingSettings, Variant
+    from learned_attribution.core.models.artifacts import load_explainers
+    from learned_attribution.core.models.learned import TrainingSettings, Variant
 
     why = f"{path} not found"
     if path.is_dir():
@@ -164,8 +164,8 @@ def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
 def untrained_explainers(variants, training, config, seed: int) -> dict:
     """{variant name: LearnedExplainer} with a seeded untrained network and identity input statistics: a learned
     explainer's cost is its signal pass and its network, not its weights (`config`: the classifier's)."""
-    from learned_attribution.models.learned import InputPipeline, LearnedExplainer, build_variant_network
-    from learned_attribution.models.signals import model_columns
+    from learned_attribution.core.models.learned import InputPipeline, LearnedExplainer, build_variant_network
+    from learned_attribution.core.models.signals import model_columns
 
     torch.manual_seed(seed)
     models = {}
@@ -181,9 +181,9 @@ def student_models(path: Path, config, seed: int) -> tuple[dict, str]:
     """{variant name: student} (issue 14): the amortize pipeline's student when present (`student_<task>/student`),
     else every default student variant (`amortize.DEFAULT_VARIANTS`) with an untrained network and identity input
     statistics (the same cost: a student's cost is its signal pass and its network, not its weights)."""
-    from learned_attribution.amortize import DEFAULT_TRAINING, DEFAULT_VARIANTS, student_variants
-    from learned_attribution.models.artifacts import is_complete, load_explainer
-    from learned_attribution.models.learned import TrainingSettings
+    from learned_attribution.services.amortize import DEFAULT_TRAINING, DEFAULT_VARIANTS, student_variants
+    from learned_attribution.core.models.artifacts import is_complete, load_explainer
+    from learned_attribution.core.models.learned import TrainingSettings
 
     if is_complete(path):
         student = load_explainer(path)
@@ -195,9 +195,9 @@ def student_models(path: Path, config, seed: int) -> tuple[dict, str]:
 def api_explainer(setup, expnet_training, expnet_plus: dict, layer: int, folder: Path):
     """A `FoldExplainer` (the public API) over the benchmark's classifier and explainers, from a fold folder
     written to `folder` (the API only reads folders)."""
-    from learned_attribution.datasets import TrainedClassifier
-    from learned_attribution.explain import FoldExplainer
-    from learned_attribution.models.artifacts import explainer_context, save_explainer
+    from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+    from learned_attribution.services.explain import FoldExplainer
+    from learned_attribution.core.models.artifacts import explainer_context, save_explainer
 
     context = explainer_context(setup.model, setup.tokenizer, fold=f"heldout_{setup.task}", held_out_task=setup.task,
                                 training_tasks=[], encoder="benchmark", layer=layer, rho=0.3, max_length=512)
@@ -243,8 +243,8 @@ def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_tr
                      layer: int, tokenizer, students: dict | None = None) -> dict:
     """Every requested explainer at its default settings plus `overrides`; `expnet_plus` and `student` become
     one entry per variant (`expnet_plus:<variant>`, `student:<variant>`)."""
-    from learned_attribution.explainers import build_explainer
-    from learned_attribution.models.signals import token_vocabulary
+    from learned_attribution.core.explainers import build_explainer
+    from learned_attribution.core.models.signals import token_vocabulary
 
     explainers = {}
     for name in names:
@@ -284,7 +284,7 @@ def predicted_classes(model: torch.nn.Module, batches) -> dict[int, int]:
 def make_batches(examples: pd.DataFrame, batch_size: int, tokenizer, targets: dict[int, int] | None = None,
                  device: torch.device | None = None):
     """[(row indices, Batch)] in the pipeline's length-sorted order, on `device`; targets default to class 0."""
-    from learned_attribution.evaluation import make_batch
+    from learned_attribution.services.evaluation import make_batch
 
     ids = list(examples["input_ids"])
     out = []
@@ -353,7 +353,7 @@ def captum_call(model: torch.nn.Module, name: str, explainer) -> Callable[[objec
     settings (the captum object built once, here), or None for a method without a captum equivalent."""
     from captum.attr import LayerGradientXActivation, LayerIntegratedGradients
 
-    from learned_attribution.explainers.gradient import logits_function, pad_baseline_ids
+    from learned_attribution.core.explainers.gradient import logits_function, pad_baseline_ids
 
     layer, forward = model.get_input_embeddings(), logits_function(model)
     if name in ("saliency", "input_x_gradient"):
@@ -384,7 +384,7 @@ def one_text_steps(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, ta
                    device: torch.device, run: Callable[[object], torch.Tensor], make: bool) -> list[Step]:
     """Per text of `examples`: `run` on a batch of that one text. With `make`, the step makes the batch itself
     (`evaluation.make_batch` and the move to the device: what the API does per request); else it is made once."""
-    from learned_attribution.evaluation import make_batch
+    from learned_attribution.services.evaluation import make_batch
 
     def step_for(row: int, ids: list[int]) -> Step:
         premade = make_batch([ids], [targets[row]], tokenizer).to(device)
@@ -402,7 +402,7 @@ def alone_steps(model: torch.nn.Module, explainer, batches, tokenizer, examples:
                 targets: dict[int, int], device: torch.device) -> list[Step]:
     """Per batch of `batches`: the explainer on each of the batch's texts alone (one-text batches made once),
     the reference that the batched calls on the same texts are timed beside."""
-    from learned_attribution.evaluation import make_batch
+    from learned_attribution.services.evaluation import make_batch
 
     ids = list(examples["input_ids"])
 
@@ -432,7 +432,7 @@ def batch1_columns(args, setup, explainers: dict, workload_names: Sequence[str],
     """The one-text-at-a-time columns (module docstring) per table row name: every entry of `workload_names`
     at batch 1 beside a forward pass at batch 1, the API's one-text call beside captum's own call, and
     Integrated Gradients alone beside batched."""
-    from learned_attribution.evaluation import make_batch
+    from learned_attribution.services.evaluation import make_batch
 
     examples = setup.examples
     texts = {"forward_all": examples.iloc[:min(args.batch1_texts, len(examples))],
@@ -536,7 +536,7 @@ def targets_table(table: pd.DataFrame) -> pd.DataFrame:
     ratios to the forward pass on their own texts (like for like when they ran on different numbers of texts)."""
     by_method = table.set_index("method")
     rows = []
-    from learned_attribution.models.signals import GRADIENT_SETS
+    from learned_attribution.core.models.signals import GRADIENT_SETS
 
     for method, record in by_method.iterrows():
         if method.startswith("api:") and np.isfinite(record["ratio_to_forward"]):
@@ -657,7 +657,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     """Run the benchmark, print the tables, save CSVs and the chart; returns the throughput table."""
-    from learned_attribution.explainers import EXPLAINERS
+    from learned_attribution.core.explainers import EXPLAINERS
 
     args = parse_args(argv)
     threads = set_threads(args.threads)

@@ -41,11 +41,11 @@ def scores_by_example(run) -> dict[str, np.ndarray]:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    from learned_attribution.datasets import TrainedClassifier
-    from learned_attribution.distributed import DaskSettings, dask_client, explain_on_dask
-    from learned_attribution.evaluation import explain_examples
-    from learned_attribution.explainers import build_explainer
-    from learned_attribution.models.runner import predict_proba
+    from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+    from learned_attribution.services.distributed import DaskSettings, dask_client, explain_on_dask
+    from learned_attribution.services.evaluation import explain_examples
+    from learned_attribution.core.explainers import build_explainer
+    from learned_attribution.core.models.runner import predict_proba
 
     args = parse_args(argv)
     settings = {"n_samples": 200, "seed": 0} if args.method in ("lime", "kernel_shap") else {}

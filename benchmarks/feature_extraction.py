@@ -106,8 +106,8 @@ def take_examples(pool: pd.DataFrame, n_texts: int, seed: int) -> tuple[pd.DataF
 def load_setup(task: str = "sst2", n_texts: int = 512, seed: int = 13, source: str = "auto",
                data_root: Path = PROJECT_ROOT / "data", max_length: int = 128) -> BenchmarkSetup:
     """Model and texts to benchmark (see module docstring). `source`: auto, pipeline or raw."""
-    from learned_attribution.datasets import HFClassifierDataset
-    from learned_attribution.models.encoder import PACKAGED_ENCODER, load_sequence_classifier, load_tokenizer
+    from learned_attribution.adapters.kedro_datasets import HFClassifierDataset
+    from learned_attribution.core.models.encoder import PACKAGED_ENCODER, load_sequence_classifier, load_tokenizer
 
     if source not in ("auto", "pipeline", "raw"):
         raise ValueError(f"--source must be auto, pipeline or raw; got {source!r}")
@@ -238,7 +238,7 @@ def summarise_pairs(timings: pd.DataFrame, reference: str) -> pd.DataFrame:
 
 def length_batches(examples: pd.DataFrame, batch_size: int) -> list[list[int]]:
     """The length-sorted batches the pipeline's extraction uses (same batches for every method)."""
-    from learned_attribution.models.runner import iter_batches
+    from learned_attribution.core.models.runner import iter_batches
 
     return list(iter_batches(list(examples["input_ids"]), batch_size))
 
@@ -246,7 +246,7 @@ def length_batches(examples: pd.DataFrame, batch_size: int) -> list[list[int]]:
 def forward_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: int, pad_token_id: int,
                   output_attentions: bool = False, bf16: bool = False) -> list[Step]:
     """Per batch: pad it and run one inference forward pass under `torch.inference_mode`."""
-    from learned_attribution.models.runner import pad_batch
+    from learned_attribution.core.models.runner import pad_batch
 
     ids = list(examples["input_ids"])
 
@@ -265,7 +265,7 @@ def extraction_steps(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, 
                      layer: int) -> list[Step]:
     """Per batch: `extract_attention_features` on that batch's examples (forward with attentions, then one
     row per token, as a DataFrame that is dropped)."""
-    from learned_attribution.models.features import extract_attention_features, frame_token_ids
+    from learned_attribution.core.models.features import extract_attention_features, frame_token_ids
 
     special = frame_token_ids(tokenizer)
 
@@ -286,8 +286,8 @@ def training_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: i
                    bf16: bool) -> list[Step]:
     """Training steps as `fine_tune` takes them (autocast forward, fp32 loss, backward, clipping, AdamW),
     one per batch, on a private copy of the model so the measured model is left untouched."""
-    from learned_attribution.models.classifier import training_step
-    from learned_attribution.models.runner import pad_batch
+    from learned_attribution.core.models.classifier import training_step
+    from learned_attribution.core.models.runner import pad_batch
 
     model = copy.deepcopy(model).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -376,7 +376,7 @@ def write_features(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, ba
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from learned_attribution.models.features import extract_attention_features, frame_token_ids
+    from learned_attribution.core.models.features import extract_attention_features, frame_token_ids
 
     rows, writer = 0, None
     try:
@@ -505,7 +505,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     """Run the benchmark, print the table, save the CSV; returns the table."""
 
-    from learned_attribution.models.runner import bf16_native
+    from learned_attribution.core.models.runner import bf16_native
 
     args = parse_args(argv)
     threads = set_threads(args.threads)

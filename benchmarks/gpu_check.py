@@ -49,8 +49,8 @@ DEFAULT_TOLERANCE = 1e-3
 
 def agreement(setup, device: torch.device, n_texts: int, batch_size: int, quick: bool, seed: int) -> pd.DataFrame:
     """Per method: the largest |device - CPU| score difference relative to the example's largest |CPU score|."""
-    from learned_attribution.explainers import EXPLAINERS
-    from learned_attribution.models.runner import predict_proba
+    from learned_attribution.core.explainers import EXPLAINERS
+    from learned_attribution.core.models.runner import predict_proba
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -117,7 +117,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
-    from learned_attribution.models.runner import resolve_device
+    from learned_attribution.core.models.runner import resolve_device
 
     args = parse_args(argv)
     try:

@@ -26,11 +26,11 @@ import pandas as pd
 import torch
 import yaml
 
-from learned_attribution.metrics.plausibility import mean_example_auroc
-from learned_attribution.models.learned import TrainingSettings, Variant, fit_variant, score_examples, validation_auroc
-from learned_attribution.models.learned.recipe import SIGNS
-from learned_attribution.models.signals import columns_for
-from learned_attribution.reporting import markdown_table
+from learned_attribution.core.metrics.plausibility import mean_example_auroc
+from learned_attribution.core.models.learned import TrainingSettings, Variant, fit_variant, score_examples, validation_auroc
+from learned_attribution.core.models.learned.recipe import SIGNS
+from learned_attribution.core.models.signals import columns_for
+from learned_attribution.services.reporting import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

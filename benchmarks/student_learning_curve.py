@@ -28,7 +28,7 @@ INPUTS = {"classifier": "{task}.classifier", "signals": "student_{task}.signals"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    from learned_attribution.tasks import TASKS
+    from learned_attribution.core.tasks import TASKS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default=None, help="Kedro environment of the amortize run (default: the project's)")
@@ -44,8 +44,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
-    from learned_attribution import amortize
-    from learned_attribution.atomic import atomic_file
+    from learned_attribution.services import amortize
+    from learned_attribution.core.atomic import atomic_file
 
     args = parse_args(argv)
     os.chdir(ROOT)  # the catalog's paths are relative to the project root

@@ -30,8 +30,8 @@ import pandas as pd
 import torch
 import yaml
 
-from learned_attribution.models.architectures import architecture
-from learned_attribution.models.runner import predict_proba
+from learned_attribution.core.models.architectures import architecture
+from learned_attribution.core.models.runner import predict_proba
 from learned_attribution.pipelines.classifiers.nodes import _rows, train_classifier
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """Fixtures shared by the whole test suite.
 
 `tiny_classifier(family, ...)` is the one tiny-model factory: a randomly initialised sequence classifier of any
-family in `learned_attribution.models.architectures` (built from its config, eager attention) with a tokenizer of
+family in `learned_attribution.core.models.architectures` (built from its config, eager attention) with a tokenizer of
 its kind built from a small vocabulary (`tiny_tokenizer(family)`): WordPiece for BERT, DistilBERT, ELECTRA and
 MPNet, byte-level BPE for RoBERTa (loaded without `add_prefix_space`, as RoBERTa checkpoints ship), SentencePiece
 Unigram for XLM-R, CamemBERT and DeBERTa-v2. Nothing is downloaded or trained.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from learned_attribution.results import (Reports, ResultsError, fill_marked_blocks, headline_table,
+from learned_attribution.services.results import (Reports, ResultsError, fill_marked_blocks, headline_table,
                                          results_document, write_results)
 
 
@@ -108,7 +108,7 @@ def test_readme_is_a_front_door_that_quotes_no_number_by_hand():
 
 
 def test_the_base_size_tables_have_the_numbers_of_both_runs():
-    from learned_attribution.results import afn_comparison_table, throughput_comparison_table, transfer_table
+    from learned_attribution.services.results import afn_comparison_table, throughput_comparison_table, transfer_table
 
     def head(layer, layers, r_h, holds):
         return {"afn_layer": layer, "n_layers": layers, "share_high_context": 0.25, "r_h_context": r_h,
@@ -144,7 +144,7 @@ def test_the_base_size_tables_have_the_numbers_of_both_runs():
 
 
 def test_the_students_section_reads_the_amortize_reports(reports):
-    from learned_attribution.results import Reports, marked_blocks, students_table
+    from learned_attribution.services.results import Reports, marked_blocks, students_table
 
     folder = reports / "amortize"
     folder.mkdir()

@@ -1,7 +1,7 @@
 """Kedro project settings."""
 from kedro.config import OmegaConfigLoader
 
-from learned_attribution.hooks import MlflowFoldRunsHook, NodeTimingHook
+from learned_attribution.adapters.hooks import MlflowFoldRunsHook, NodeTimingHook
 
 HOOKS = (MlflowFoldRunsHook(), NodeTimingHook())
 

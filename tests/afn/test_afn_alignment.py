@@ -1,9 +1,9 @@
 """Word and token alignment of two inputs: swapped words, prefix offsets, different subword counts."""
 import pytest
 
-from learned_attribution.afn.alignment import (AlignmentError, TokenUnit, WordLink, align_tokens, align_words,
+from learned_attribution.services.afn.alignment import (AlignmentError, TokenUnit, WordLink, align_tokens, align_words,
                                                prompt_word_links)
-from learned_attribution.afn.strength import tokenize_words
+from learned_attribution.services.afn.strength import tokenize_words
 
 
 def test_equal_length_aligns_by_position():

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from learned_attribution.afn.buckets import activation_threshold, high_mask, normalized_ranks, strength_ranks
+from learned_attribution.services.afn.buckets import activation_threshold, high_mask, normalized_ranks, strength_ranks
 
 
 def test_four_distinct_tokens_have_one_high():

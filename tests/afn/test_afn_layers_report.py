@@ -7,9 +7,9 @@ import pytest
 import yaml
 from matplotlib.figure import Figure
 
-from learned_attribution.afn import plots
-from learned_attribution.afn.layers import PAIR_LAYER_COLUMNS, headline, layer_comparison, strength_by_layer
-from learned_attribution.afn.report import PLOT_FILES, render_report
+from learned_attribution.services.afn import plots
+from learned_attribution.services.afn.layers import PAIR_LAYER_COLUMNS, headline, layer_comparison, strength_by_layer
+from learned_attribution.services.afn.report import PLOT_FILES, render_report
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -94,7 +94,7 @@ def test_catalog_writes_the_plots_the_report_links():
     catalog = yaml.safe_load((PROJECT / "conf/base/catalog_afn.yml").read_text())
     report = catalog["afn_report"]["filepath"]
     plot_paths = {entry["filepath"] for entry in catalog.values()
-                  if entry["type"] == "learned_attribution.datasets.AtomicMatplotlibDataset"}
+                  if entry["type"] == "learned_attribution.adapters.kedro_datasets.AtomicMatplotlibDataset"}
     report_dir = report.rsplit("/", 1)[0]
     assert plot_paths == {f"{report_dir}/{path}" for path in PLOT_FILES.values()}
 
@@ -124,7 +124,7 @@ def test_plots_build_figures(strengths):
 
 
 def test_swap_by_layer_pools_context_tokens():
-    from learned_attribution.afn.layers import swap_by_layer
+    from learned_attribution.services.afn.layers import swap_by_layer
 
     rows = [  # pair c0: swapped token carries 6 of 10, is HIGH; pair c1: swapped token 2 of 4, LOW, HIGH one carries 1
         ("c0", "context", True, True, True, 6.0), ("c0", "context", True, False, False, 4.0),

@@ -3,9 +3,9 @@ do not align; tables with the promised shape."""
 import pandas as pd
 import pytest
 
-from learned_attribution.afn.alignment import WordLink
-from learned_attribution.afn.pairs import ShiftPair, pairs_to_frame
-from learned_attribution.data.schema import RawText
+from learned_attribution.services.afn.alignment import WordLink
+from learned_attribution.services.afn.pairs import ShiftPair, pairs_to_frame
+from learned_attribution.core.data.schema import RawText
 from learned_attribution.pipelines.afn import nodes
 
 AFN = {"layer": None, "percentile": 75, "batch_size": 2, "num_threads": 1}

@@ -2,12 +2,12 @@
 import pandas as pd
 import pytest
 
-from learned_attribution.afn.alignment import WordLink
-from learned_attribution.afn.corpus import Phrase, read_user_pairs, read_user_sentences, sample_phrases, sst_phrases
-from learned_attribution.afn.pairs import (context_pair, pairs_from_frame, pairs_to_frame, prompt_pair,
+from learned_attribution.services.afn.alignment import WordLink
+from learned_attribution.services.afn.corpus import Phrase, read_user_pairs, read_user_sentences, sample_phrases, sst_phrases
+from learned_attribution.services.afn.pairs import (context_pair, pairs_from_frame, pairs_to_frame, prompt_pair,
                                            sst_minimal_pairs)
-from learned_attribution.data.schema import RawText
-from learned_attribution.data.sst import TreeParseError
+from learned_attribution.core.data.schema import RawText
+from learned_attribution.core.data.sst import TreeParseError
 
 TREES = RawText("trees.txt", "\n".join([
     # "a truly great film ." root 4; "truly great film" 3 words, label 4; "great film" 2 words

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from learned_attribution.afn.alignment import TokenUnit
-from learned_attribution.afn.shift import contribution_ratio, pair_shift, unit_shifts
+from learned_attribution.services.afn.alignment import TokenUnit
+from learned_attribution.services.afn.shift import contribution_ratio, pair_shift, unit_shifts
 
 
 def test_contribution_ratio_on_hand_made_shifts():

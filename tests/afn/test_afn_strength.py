@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from learned_attribution.afn.strength import (EmptyTextError, TextTooLongError, default_afn_layer,
+from learned_attribution.services.afn.strength import (EmptyTextError, TextTooLongError, default_afn_layer,
                                               iter_hidden_states, resolve_afn_layer, token_strengths,
                                               tokenize_words, torch_threads)
 

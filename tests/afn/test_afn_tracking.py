@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from learned_attribution.tracking import default_artifact_location, flatten, log_run, numeric_metrics
+from learned_attribution.services.tracking import default_artifact_location, flatten, log_run, numeric_metrics
 
 
 def test_flatten_and_numeric_metrics():

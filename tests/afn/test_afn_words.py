@@ -1,7 +1,7 @@
 """Word classes and splitting user text like the SST trees."""
 import pytest
 
-from learned_attribution.afn.words import FUNCTION_WORDS, split_words, word_class
+from learned_attribution.services.afn.words import FUNCTION_WORDS, split_words, word_class
 
 
 @pytest.mark.parametrize("word, expected", [

@@ -9,8 +9,8 @@ import pytest  # noqa: E402
 
 from kedro.io import DatasetError  # noqa: E402
 
-from learned_attribution.atomic import atomic_file  # noqa: E402
-from learned_attribution.datasets import (AtomicCSVDataset, AtomicMatplotlibDataset,  # noqa: E402
+from learned_attribution.core.atomic import atomic_file  # noqa: E402
+from learned_attribution.adapters.kedro_datasets import (AtomicCSVDataset, AtomicMatplotlibDataset,  # noqa: E402
                                           AtomicParquetDataset, AtomicPartitionedDataset, AtomicTextDataset,
                                           UnlabeledTextsDataset)
 
@@ -72,5 +72,5 @@ def test_a_failed_partitioned_write_is_absent_not_partial(tmp_path):
 
 def test_kedro_sees_the_plain_configuration(tmp_path):
     dataset = AtomicParquetDataset(filepath=str(tmp_path / "t.parquet"), save_args={"index": False})
-    assert dataset._init_config() == {"type": "learned_attribution.datasets.AtomicParquetDataset",
+    assert dataset._init_config() == {"type": "learned_attribution.adapters.kedro_datasets.AtomicParquetDataset",
                                       "filepath": str(tmp_path / "t.parquet"), "save_args": {"index": False}}

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from learned_attribution.data.cola import (
+from learned_attribution.core.data.cola import (
     Sentence,
     bounded_edit_distance,
     clean_text,
@@ -18,7 +18,7 @@ from learned_attribution.data.cola import (
     rationale_from_edits,
     split_words,
 )
-from learned_attribution.data.schema import DataFormatError
+from learned_attribution.core.data.schema import DataFormatError
 
 # source, label, sentence. Comments give the pair each unacceptable sentence should (not) form.
 TRAIN = [

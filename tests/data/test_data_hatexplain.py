@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from learned_attribution.data.hatexplain import aggregate_rationale, load_hatexplain
-from learned_attribution.data.schema import DataFormatError
+from learned_attribution.core.data.hatexplain import aggregate_rationale, load_hatexplain
+from learned_attribution.core.data.schema import DataFormatError
 
 
 def _annotators(*labels: str) -> list[dict]:

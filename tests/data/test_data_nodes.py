@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from learned_attribution.data.schema import SKIP_COLUMNS
+from learned_attribution.core.data.schema import SKIP_COLUMNS
 from learned_attribution.pipelines.data_processing.nodes import REPORT_COLUMNS, build_data_report, cap_examples
 
 

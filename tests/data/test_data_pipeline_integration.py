@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from learned_attribution.data.schema import EXAMPLE_COLUMNS
+from learned_attribution.core.data.schema import EXAMPLE_COLUMNS
 
 TASKS = ("hatexplain", "sst2", "cola")
 # Counts of the shipped data (data/01_raw/README.md): examples per role before any cap.

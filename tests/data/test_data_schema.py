@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from learned_attribution.data.schema import (
+from learned_attribution.core.data.schema import (
     EXAMPLE_COLUMNS,
     SKIP_COLUMNS,
     BadRecords,

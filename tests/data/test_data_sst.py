@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from learned_attribution.data.schema import BadRecords, DataFormatError
-from learned_attribution.data.sst import (
+from learned_attribution.core.data.schema import BadRecords, DataFormatError
+from learned_attribution.core.data.sst import (
     TreeParseError,
     load_sst2,
     load_sst_trees,

@@ -39,11 +39,11 @@ def write_classifier(folder: Path, seed: int = 0, **overrides) -> Path:
 def write_fold(models_dir: Path, task: str = "sst2", seed: int = 0, best_baseline: str = "saliency") -> Path:
     """models_dir/heldout_<task>/ (paper ExpNet, ExpNet+, a shape-free ExpNet+ variant, fold.json) beside
     models_dir/classifier_<task>/."""
-    from learned_attribution.explain import load_classifier
-    from learned_attribution.models.artifacts import explainer_context, save_explainer
-    from learned_attribution.models.learned import (GatedExpNet, InputPipeline, LearnedExplainer, SimplexStack,
+    from learned_attribution.services.explain import load_classifier
+    from learned_attribution.core.models.artifacts import explainer_context, save_explainer
+    from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, LearnedExplainer, SimplexStack,
                                                     Variant, head_of_columns)
-    from learned_attribution.models.signals import columns_for
+    from learned_attribution.core.models.signals import columns_for
 
     classifier = load_classifier(write_classifier(models_dir / f"classifier_{task}", seed=seed))
     config = classifier.model.config

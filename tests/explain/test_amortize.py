@@ -9,14 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution import amortize
-from learned_attribution.amortize import (AmortizeSettings, Teacher, fidelity_table, teacher_attributions,
+from learned_attribution.services import amortize
+from learned_attribution.services.amortize import (AmortizeSettings, Teacher, fidelity_table, teacher_attributions,
                                           unlabeled_examples)
-from learned_attribution.console import main
-from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.distributed import DaskSettings
-from learned_attribution.explain import FoldExplainer, load_classifier
-from learned_attribution.models import artifacts
+from learned_attribution.adapters.cli import main
+from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+from learned_attribution.services.distributed import DaskSettings
+from learned_attribution.services.explain import FoldExplainer, load_classifier
+from learned_attribution.core.models import artifacts
 
 WORDS = ["the", "movie", "is", "great", "a", "bad", "film", "so", "boring", "and", "slow", "fun", "story", "plot",
          "was", "very", "dull", "love", "it", "not", "good", "funny", "sad", "end", "sharp", "actors"]
@@ -100,7 +100,7 @@ def test_teacher_parts_resume_without_recomputing_and_never_reuse_other_inputs(c
 
 
 def test_a_teacher_failing_on_some_texts_lists_them_and_keeps_the_rest(classifier, tmp_path, monkeypatch, caplog):
-    from learned_attribution.explainers.perturbation import Occlusion
+    from learned_attribution.core.explainers.perturbation import Occlusion
 
     examples, _ = unlabeled_examples(classifier, ["the movie is great", "a bad film so boring", "fun story"],
                                      ids=["ok1", "long", "ok2"])
@@ -173,8 +173,8 @@ def test_a_student_is_fitted_saved_and_applied_to_new_text_on_two_families(famil
 def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifier):
     """Known answer: a teacher whose scores are a signal the student reads (each token's relative position) is
     reproduced on the training texts (Spearman near 1); scores it cannot read (noise) are not."""
-    from learned_attribution.amortize.student import fit_student, student_signals, student_variants
-    from learned_attribution.models.learned import TrainingSettings
+    from learned_attribution.services.amortize.student import fit_student, student_signals, student_variants
+    from learned_attribution.core.models.learned import TrainingSettings
 
     examples = unlabeled_examples(classifier, texts(40))[0]
     signals = student_signals(classifier, examples, ["position"], -1, 8)
@@ -271,7 +271,7 @@ def card_variant(folder) -> str:
 def test_a_student_is_served_as_a_pyfunc_model_like_a_fold(classifier_writer, tmp_path):
     import mlflow.pyfunc
 
-    from learned_attribution.serving import save_fold_model
+    from learned_attribution.adapters.serving import save_fold_model
 
     classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
     settings = quick_settings(reference_factor=0)

@@ -1,4 +1,4 @@
-"""The Python API (learned_attribution.explain) on a tiny fold: known answers, equality with the explainers
+"""The Python API (learned_attribution.services.explain) on a tiny fold: known answers, equality with the explainers
 run directly, word aggregation, bring-your-own classifier and every bad input."""
 import logging
 
@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.evaluation import explain_examples
-from learned_attribution.explain import (ExplainInputError, FoldExplainer, load_classifier, own_rule, split_words,
+from learned_attribution.services.evaluation import explain_examples
+from learned_attribution.services.explain import (ExplainInputError, FoldExplainer, load_classifier, own_rule, split_words,
                                          word_scores)
-from learned_attribution.explainers import build_explainer
-from learned_attribution.models.features import cls_attention_features
-from learned_attribution.models.signals import token_vocabulary
+from learned_attribution.core.explainers import build_explainer
+from learned_attribution.core.models.features import cls_attention_features
+from learned_attribution.core.models.signals import token_vocabulary
 
 TEXTS = ["the movie is great .", "a very boring film , but the actors were fun !", "bad"]
 
@@ -105,7 +105,7 @@ def test_word_lists_keep_their_segmentation_and_defaults_are_expnet_plus_and_the
 
 def test_a_long_text_is_explained_on_its_first_max_length_tokens(tiny_models_dir, caplog):
     fold = FoldExplainer.from_fold("heldout_sst2", models_dir=tiny_models_dir, device="cpu", max_length=6)
-    with caplog.at_level(logging.WARNING, logger="learned_attribution.explain"):
+    with caplog.at_level(logging.WARNING, logger="learned_attribution.services.explain"):
         [short, long] = fold.explain(["the movie", "the movie is great and the plot is fun"],
                                      methods=["expnet_plus", "raw_attention"])
     assert not short.truncated and long.truncated

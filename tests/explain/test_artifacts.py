@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from learned_attribution.explain import load_classifier
-from learned_attribution.models import artifacts
-from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
+from learned_attribution.services.explain import load_classifier
+from learned_attribution.core.models import artifacts
+from learned_attribution.core.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
                                                 build_variant_network)
 
 FOLD_EXPLAINERS = ("expnet_paper", "expnet_plus", "expnet_plus_shape_free")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from learned_attribution.console import main
-from learned_attribution.inputs import read_inputs
-from learned_attribution.explain import ExplainInputError
+from learned_attribution.adapters.cli import main
+from learned_attribution.core.data.texts import read_inputs
+from learned_attribution.services.explain import ExplainInputError
 
 
 def run(tiny_models_dir, *args):

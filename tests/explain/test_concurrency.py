@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from learned_attribution.explain import FoldExplainer
+from learned_attribution.services.explain import FoldExplainer
 
 TEXTS = [["the", "movie", "was", "great", "fun", "."], ["a", "slow", ",", "dull", "plot"],
          ["not", "very", "good", "but", "funny"], ["this", "story", "is", "so", "sad", "!"]]

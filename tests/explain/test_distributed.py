@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.distributed import (DaskSettings, dask_client, explain_on_dask, faithfulness_on_dask,
+from learned_attribution.services.distributed import (DaskSettings, dask_client, explain_on_dask, faithfulness_on_dask,
                                              worker_classifier)
-from learned_attribution.evaluation import explain_examples, explain_rationale_set, sample_faithfulness
-from learned_attribution.explain import load_classifier
-from learned_attribution.explainers import build_explainer
-from learned_attribution.metrics.faithfulness import faithfulness
-from learned_attribution.models import artifacts
+from learned_attribution.services.evaluation import explain_examples, explain_rationale_set, sample_faithfulness
+from learned_attribution.services.explain import load_classifier
+from learned_attribution.core.explainers import build_explainer
+from learned_attribution.core.metrics.faithfulness import faithfulness
+from learned_attribution.core.models import artifacts
 
 METHODS = {"lime": {"n_samples": 30, "seed": 0}, "kernel_shap": {"n_samples": 30, "seed": 1},
            "integrated_gradients": {"n_steps": 4}, "occlusion": {}, "saliency": {}}
@@ -68,7 +68,7 @@ def test_two_workers_give_the_in_process_scores_in_example_order(cluster, classi
         np.testing.assert_allclose(theirs, mine, rtol=1e-5, atol=1e-6)
     assert set(remote.seconds) == set(METHODS)
     # Each worker loaded the classifier once, from its folder (not a copy shipped with every task).
-    loaded = client.run(lambda: [key[0] for key in importlib.import_module("learned_attribution.distributed")
+    loaded = client.run(lambda: [key[0] for key in importlib.import_module("learned_attribution.services.distributed")
                                  ._WORKER_CLASSIFIERS])
     assert len(loaded) == 2
     for paths in loaded.values():

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.evaluation import rationale_test_examples
-from learned_attribution.explain import load_classifier
+from learned_attribution.services.evaluation import rationale_test_examples
+from learned_attribution.services.explain import load_classifier
 from learned_attribution.pipelines.evaluate_external import create_pipeline, nodes
 from learned_attribution.pipelines.evaluate_external.nodes import (ExternalRationaleError, check_external_outputs,
                                                                    log_external_run, metrics_partition_name,
@@ -43,7 +43,7 @@ def classifier(tmp_path, classifier_writer):
 
 def test_the_output_check_creates_missing_folders_and_names_an_unwritable_one(tmp_path, monkeypatch):
     checked = []
-    monkeypatch.setattr("learned_attribution.tracking.check_store", checked.append)
+    monkeypatch.setattr("learned_attribution.services.tracking.check_store", checked.append)
     settings = settings_for("f.jsonl")
     out = [str(tmp_path / "08_reporting" / "external"), str(tmp_path / "08_reporting")]
     assert check_external_outputs(settings, out, {"tracking_uri": f"sqlite:///{tmp_path / 'm.db'}"}) == {
@@ -88,7 +88,7 @@ def test_the_mlflow_run_is_not_started_when_the_metrics_were_not_saved(monkeypat
     def no_store(uri):
         raise AssertionError("MLflow was reached")
 
-    monkeypatch.setattr("learned_attribution.tracking.check_store", no_store)
+    monkeypatch.setattr("learned_attribution.services.tracking.check_store", no_store)
     settings = settings_for("f.jsonl")
     with pytest.raises(RuntimeError, match=rf"{metrics_partition_name(settings)}.csv was not saved"):
         log_external_run(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), {}, settings, {}, {}, 16,

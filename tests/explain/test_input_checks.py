@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from learned_attribution import atomic
-from learned_attribution.console import main
-from learned_attribution.inputs import read_inputs
-from learned_attribution.explain import (UNKNOWN_SHARE_THRESHOLD, ExplainInputError, FoldExplainer, fold_folder,
+from learned_attribution.core import atomic
+from learned_attribution.adapters.cli import main
+from learned_attribution.core.data.texts import read_inputs
+from learned_attribution.services.explain import (UNKNOWN_SHARE_THRESHOLD, ExplainInputError, FoldExplainer, fold_folder,
                                          load_classifier)
 
 
@@ -43,7 +43,7 @@ def test_an_unwritable_output_folder_or_a_folder_as_output_stops_first(tiny_mode
     def refuse(folder):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr("learned_attribution.console.probe_writable", refuse)
+    monkeypatch.setattr("learned_attribution.adapters.cli.probe_writable", refuse)
     assert run(tiny_models_dir, "fine", "--output", str(tmp_path / "out.jsonl")) == 2
     assert f"--output {tmp_path / 'out.jsonl'}: cannot write in {tmp_path} (Read-only file system)" \
         in capsys.readouterr().err
@@ -104,7 +104,7 @@ def test_max_length_above_the_models_positions_is_named_with_the_maximum(tiny_mo
 def test_position_offsets_of_roberta_style_models_lower_the_maximum():
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
-    from learned_attribution.explain import max_positions
+    from learned_attribution.services.explain import max_positions
 
     model = RobertaForSequenceClassification(RobertaConfig(
         vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
@@ -127,7 +127,7 @@ def test_a_string_is_one_text_not_its_characters(fold):
 
 
 def test_a_mostly_unknown_text_is_flagged_with_a_warning(fold, caplog):
-    with caplog.at_level(logging.WARNING, logger="learned_attribution.explain"):
+    with caplog.at_level(logging.WARNING, logger="learned_attribution.services.explain"):
         emoji, chinese, fine = fold.explain(["😀 😂 🎬", "我爱这部电影", "the movie is great"], methods=["saliency"])
     assert emoji.unknown_share == 1.0 and emoji.mostly_unknown and chinese.mostly_unknown
     assert fine.unknown_share == 0.0 and not fine.mostly_unknown

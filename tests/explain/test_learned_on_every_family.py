@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.data.projection import project_to_subwords
-from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.explain import FoldExplainer
-from learned_attribution.models.artifacts import save_explainer
+from learned_attribution.core.data.projection import project_to_subwords
+from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+from learned_attribution.services.explain import FoldExplainer
+from learned_attribution.core.models.artifacts import save_explainer
 from learned_attribution.pipelines.classifiers.nodes import attention_features, explainer_signals
 from learned_attribution.pipelines.crosstask.nodes import (chosen_expnet_plus, fit_expnet_plus, select_expnet_plus,
                                                            train_fold_expnet)
@@ -106,7 +106,7 @@ def test_a_fold_trained_on_a_family_explains_it_with_both_learned_explainers(fam
 
     import mlflow.pyfunc
 
-    from learned_attribution.serving import save_fold_model
+    from learned_attribution.adapters.serving import save_fold_model
 
     served = mlflow.pyfunc.load_model(str(save_fold_model(fold, folder, tmp_path / "model")))
     answer = served.predict(pd.DataFrame({"text": texts}), params={"methods": "expnet_plus,expnet_paper"})
@@ -127,8 +127,8 @@ def test_a_fold_trained_on_bert_explains_another_family_and_shape_with_its_shape
         family, n_layers, n_heads, bert_fold, tiny_classifier, tmp_path):
     import mlflow.pyfunc
 
-    from learned_attribution.console import main
-    from learned_attribution.serving import save_fold_model
+    from learned_attribution.adapters.cli import main
+    from learned_attribution.adapters.serving import save_fold_model
 
     model, tokenizer = tiny_classifier(family, n_layers=n_layers, n_heads=n_heads, hidden=16)
     folder = saved(model, tokenizer, tmp_path / "classifier")

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.console import main
-from learned_attribution.explain import FoldExplainer
-from learned_attribution.models.artifacts import IncompatibleClassifierError
+from learned_attribution.adapters.cli import main
+from learned_attribution.services.explain import FoldExplainer
+from learned_attribution.core.models.artifacts import IncompatibleClassifierError
 
 TEXTS = ["the movie was good", "a boring plot , but the actors were fun !"]
 # Other families, depths and head counts than the fold's 2-layer, 2-head BERT.
@@ -88,7 +88,7 @@ def test_a_served_fold_bundled_with_another_family_answers_with_its_baselines(ti
                                                                              tmp_path):
     import mlflow.pyfunc
 
-    from learned_attribution.serving import ServedError, save_fold_model
+    from learned_attribution.adapters.serving import ServedError, save_fold_model
 
     model = mlflow.pyfunc.load_model(str(save_fold_model(tiny_models_dir / "heldout_sst2",
                                                          saved_classifiers["distilbert"], tmp_path / "model")))

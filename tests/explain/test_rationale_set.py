@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.evaluation import (best_baseline, cost_plausibility, expensive_sample, explain_rationale_set,
+from learned_attribution.services.evaluation import (best_baseline, cost_plausibility, expensive_sample, explain_rationale_set,
                                             matched_baselines, pareto_frontier, sample_faithfulness,
                                             score_rationale_set)
-from learned_attribution.explain import load_classifier
-from learned_attribution.models import artifacts
+from learned_attribution.services.explain import load_classifier
+from learned_attribution.core.models import artifacts
 
 SETTINGS = {"layer": -1, "batch_size": 2, "max_test_examples": None, "expensive": ["occlusion"],
             "expensive_sample_size": 2, "baselines": {"raw_attention": {}, "occlusion": {"batch_size": 8}},
@@ -107,7 +107,7 @@ def test_cost_plausibility_uses_each_methods_own_examples_and_keeps_sample_only_
 
 
 def test_every_expnet_plus_variant_joins_the_cost_chart_off_the_frontier(rationale_set):
-    from learned_attribution.evaluation import variant_cost
+    from learned_attribution.services.evaluation import variant_cost
 
     classifier, predictions, _, plus = rationale_set
     costs = variant_cost(classifier, predictions, {"gated": plus, "again": plus}, SETTINGS, seed=0, n_examples=3)

@@ -11,8 +11,8 @@ import mlflow.pyfunc
 import pandas as pd
 import pytest
 
-from learned_attribution.explain import FoldExplainer
-from learned_attribution.serving import ServedError, save_fold_model
+from learned_attribution.services.explain import FoldExplainer
+from learned_attribution.adapters.serving import ServedError, save_fold_model
 
 TEXTS = ["the movie was great fun .", "a slow , dull plot"]
 

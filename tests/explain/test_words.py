@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from learned_attribution.console import main
-from learned_attribution.explain import ExplainInputError, FoldExplainer, tokenizer_words, whitespace_words
-from learned_attribution.reporting import explanation_page
+from learned_attribution.adapters.cli import main
+from learned_attribution.services.explain import ExplainInputError, FoldExplainer, tokenizer_words, whitespace_words
+from learned_attribution.services.reporting import explanation_page
 
 TYPED = "Maria  shrugged. Café!"
 

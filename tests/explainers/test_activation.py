@@ -6,9 +6,9 @@ import torch
 
 from transformers import BertForSequenceClassification
 
-from learned_attribution.explainers import Batch, build_explainer
-from learned_attribution.explainers.base import make_batch as base_make_batch
-from learned_attribution.explainers import activation as act
+from learned_attribution.core.explainers import Batch, build_explainer
+from learned_attribution.core.explainers.base import make_batch as base_make_batch
+from learned_attribution.core.explainers import activation as act
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP]]

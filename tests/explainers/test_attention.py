@@ -11,9 +11,9 @@ from transformers import BertForSequenceClassification
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from transformers.modeling_utils import AttentionInterface
 
-from learned_attribution.explainers import Batch, build_explainer
-from learned_attribution.explainers.base import make_batch as base_make_batch
-from learned_attribution.explainers import attention as att
+from learned_attribution.core.explainers import Batch, build_explainer
+from learned_attribution.core.explainers.base import make_batch as base_make_batch
+from learned_attribution.core.explainers import attention as att
 
 METHODS = {
     "raw_attention": att.RawAttention,

@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.explainers import EXPLAINERS, build_explainer
-from learned_attribution.explainers.base import make_batch
-from learned_attribution.explainers.expnet import LearnedMethod
-from learned_attribution.models.features import extract_token_rows
-from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
+from learned_attribution.core.explainers import EXPLAINERS, build_explainer
+from learned_attribution.core.explainers.base import make_batch
+from learned_attribution.core.explainers.expnet import LearnedMethod
+from learned_attribution.core.models.features import extract_token_rows
+from learned_attribution.core.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
                                                 build_variant_network, score_examples)
-from learned_attribution.models.signals import TokenVocabulary, columns_for, token_signals
+from learned_attribution.core.models.signals import TokenVocabulary, columns_for, token_signals
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP], [CLS, 9, SEP]]

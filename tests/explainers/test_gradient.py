@@ -8,9 +8,9 @@ import torch
 
 from transformers import BertForSequenceClassification
 
-from learned_attribution.explainers import Batch, build_explainer
-from learned_attribution.explainers.base import make_batch as base_make_batch
-from learned_attribution.explainers import gradient as grad
+from learned_attribution.core.explainers import Batch, build_explainer
+from learned_attribution.core.explainers.base import make_batch as base_make_batch
+from learned_attribution.core.explainers import gradient as grad
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 ROWS = [[CLS, 7, 12, 30, 5, 9, SEP], [CLS, 22, 8, SEP], [CLS, 17, 33, 11, 26, SEP]]
@@ -342,7 +342,7 @@ def test_integrated_gradients_completeness_on_every_position_scheme(family, tiny
     """Completeness on families with absolute, id-derived (RoBERTa, XLM-R, MPNet) and relative (DeBERTa) positions:
     the baseline endpoint is the path's start, the [PAD] word embeddings at the text's own positions, whatever a
     family derives its position ids from."""
-    from learned_attribution.evaluation import make_batch
+    from learned_attribution.services.evaluation import make_batch
 
     model, tokenizer = tiny_classifier(family, n_layers=2, n_heads=2)
     ids = [tokenizer("the film was not good , but fun")["input_ids"], tokenizer("a boring plot")["input_ids"]]

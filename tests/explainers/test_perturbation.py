@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from learned_attribution.explainers import Batch, build_explainer
-from learned_attribution.explainers.base import make_batch as base_make_batch
-from learned_attribution.explainers import perturbation as pert
+from learned_attribution.core.explainers import Batch, build_explainer
+from learned_attribution.core.explainers.base import make_batch as base_make_batch
+from learned_attribution.core.explainers import perturbation as pert
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
 READ_POSITION = 2

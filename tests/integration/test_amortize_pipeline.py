@@ -58,7 +58,7 @@ def test_every_task_classifier_gets_a_scored_logged_and_registered_student(amort
 
 
 def test_a_killed_teacher_resumes_from_its_parts(amortize_run, smoke_runner, smoke_tracking_uri, caplog):
-    caplog.set_level(logging.INFO, logger="learned_attribution.amortize")
+    caplog.set_level(logging.INFO, logger="learned_attribution.services.amortize")
     parts = amortize_run / "05_model_input" / "amortize" / "sst2_teacher_parts" / "train"
     files = sorted(parts.iterdir())
     assert len(files) == 4  # 60 texts, 16 a part
@@ -73,7 +73,7 @@ def test_a_killed_teacher_resumes_from_its_parts(amortize_run, smoke_runner, smo
 
 
 def test_the_student_explains_new_text_from_the_cli(amortize_run, tmp_path, monkeypatch):
-    from learned_attribution.console import main
+    from learned_attribution.adapters.cli import main
 
     out = tmp_path / "out.jsonl"
     monkeypatch.chdir(PROJECT_ROOT)
@@ -109,7 +109,7 @@ def test_a_users_classifier_and_text_file_by_parameters(smoke_crosstask_run, smo
                                                         tmp_path, caplog):
     """`kedro run --pipeline amortize_own --params "own.classifier=DIR,own.texts=FILE"`: the smoke CoLA classifier
     (not the default SST-2 one) and a .txt file with a blank line and a text too short to rank."""
-    from learned_attribution.explain import FoldExplainer
+    from learned_attribution.services.explain import FoldExplainer
 
     records = [json.loads(line) for line in (PROJECT_ROOT / "data/01_raw/external/example_rationales.jsonl")
                .read_text().splitlines()]

@@ -138,7 +138,7 @@ def test_a_failing_run_marks_its_runs_failed(smoke_run, smoke_tracking_uri, smok
 
 
 def test_an_unusable_tracking_store_stops_the_run_before_any_work(smoke_runner, tmp_path):
-    from learned_attribution.tracking import TrackingStoreError
+    from learned_attribution.services.tracking import TrackingStoreError
 
     uri = f"sqlite:///{tmp_path}/no/such/dir/x.db"
     with pytest.raises(TrackingStoreError, match=r"^mlflow.tracking_uri=sqlite:///.*/no/such/dir/x.db: the folder"):
@@ -158,7 +158,7 @@ def test_a_tracking_failure_mid_run_is_a_warning_and_the_outputs_are_written(smo
     card = SMOKE / "06_models" / "heldout_sst2" / "fold.json"
     card.unlink()
     monkeypatch.setattr(MlflowClient, "log_artifacts", refuse)
-    with caplog.at_level(logging.WARNING, logger="learned_attribution.tracking"):
+    with caplog.at_level(logging.WARNING, logger="learned_attribution.services.tracking"):
         smoke_runner("folds", smoke_tracking_uri, only_missing_outputs=True)
     assert card.is_file()
     assert "was not logged (OSError: artifact store unreachable)" in caplog.text
@@ -173,7 +173,7 @@ def test_a_tracking_failure_mid_run_is_a_warning_and_the_outputs_are_written(smo
 def test_the_results_document_is_written_from_the_runs_reports(smoke_run, tmp_path):
     """`learned-attribution results` on the smoke run's reports: one headline row per fold with the numbers of
     crosstask_metrics.csv, the cost and timing sections, the fold charts copied beside the document."""
-    from learned_attribution.console import main
+    from learned_attribution.adapters.cli import main
 
     readme = tmp_path / "README.md"
     readme.write_text("<!-- results:headline -->\n<!-- /results:headline -->\n")

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.evaluation import METRIC_COLUMNS
-from learned_attribution.hooks import fold_metric_entries
-from learned_attribution.models.features import feature_names
+from learned_attribution.services.evaluation import METRIC_COLUMNS
+from learned_attribution.adapters.hooks import fold_metric_entries
+from learned_attribution.core.models.features import feature_names
 from learned_attribution.pipelines.evaluate_external.nodes import (ExternalRationaleError, external_settings,
                                                                    fold_held_out_task, metrics_partition_name,
                                                                    parse_external_rationales, predict_external,
@@ -118,8 +118,8 @@ def test_the_chosen_classifier_and_fold_are_selected_and_encoders_must_match():
 
 
 def test_prediction_on_a_classifier_whose_bias_always_picks_class_one(tiny_bert_classifier):
-    from learned_attribution.datasets import TrainedClassifier
-    from learned_attribution.models.encoder import PACKAGED_ENCODER, load_tokenizer
+    from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+    from learned_attribution.core.models.encoder import PACKAGED_ENCODER, load_tokenizer
 
     tokenizer = load_tokenizer(PACKAGED_ENCODER)
     model = tiny_bert_classifier(vocab_size=tokenizer.vocab_size, max_position_embeddings=16)

@@ -35,7 +35,7 @@ KILLER = textwrap.dedent('''
                 die()
         ParquetDataset.save = save
     elif point == "model":  # between the weights and the config of heldout_sst2's ExpNet+
-        from learned_attribution.models import artifacts
+        from learned_attribution.core.models import artifacts
         original = artifacts.save_file
         def save_file(tensors, path):
             original(tensors, path)
@@ -43,7 +43,7 @@ KILLER = textwrap.dedent('''
                 die()
         artifacts.save_file = save_file
     elif point == "scoring":  # in the middle of heldout_sst2's score_fold
-        from learned_attribution import evaluation
+        from learned_attribution.services import evaluation
         original, calls = evaluation.score_method, []
         def score_method(*args, **kwargs):
             calls.append(1)

@@ -39,7 +39,7 @@ def test_a_transferred_shape_free_variant_scores_as_in_its_own_folds_ablation(tr
 
 def test_the_results_document_has_a_base_size_section_when_a_base_size_run_is_there(transfer_run, tmp_path):
     """The smoke reports stand in for a base-size run here: the section's tables read that folder's files."""
-    from learned_attribution.console import main
+    from learned_attribution.adapters.cli import main
 
     readme = tmp_path / "README.md"
     readme.write_text("<!-- results:headline -->\n<!-- /results:headline -->\n"

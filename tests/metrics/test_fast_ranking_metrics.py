@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from learned_attribution.metrics.plausibility import auroc_score, average_precision, example_aurocs, mean_example_auroc
+from learned_attribution.core.metrics.plausibility import auroc_score, average_precision, example_aurocs, mean_example_auroc
 
 
 @pytest.mark.parametrize("seed", range(40))

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from learned_attribution.metrics.plausibility import (
+from learned_attribution.core.metrics.plausibility import (
     all_tokens_masks,
     bootstrap_ci,
     budget_k,

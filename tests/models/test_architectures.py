@@ -8,18 +8,18 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.afn.strength import iter_hidden_states, tokenize_words
-from learned_attribution.data.projection import project_to_subwords
-from learned_attribution.evaluation import make_batch, method_explainer
-from learned_attribution.explain import max_positions
-from learned_attribution.explainers import EXPLAINERS
-from learned_attribution.models.architectures import (ARCHITECTURES, SUPPORTED_MODEL_TYPES,
+from learned_attribution.services.afn.strength import iter_hidden_states, tokenize_words
+from learned_attribution.core.data.projection import project_to_subwords
+from learned_attribution.services.evaluation import make_batch, method_explainer
+from learned_attribution.services.explain import max_positions
+from learned_attribution.core.explainers import EXPLAINERS
+from learned_attribution.core.models.architectures import (ARCHITECTURES, SUPPORTED_MODEL_TYPES,
                                                       UnsupportedArchitectureError, architecture, attention_methods,
                                                       mask_token_id, needs_attentions, no_attentions_message,
                                                       prepare_tokenizer, reserved_positions, token_convention)
-from learned_attribution.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
+from learned_attribution.core.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
                                                 build_variant_network)
-from learned_attribution.models.signals import FEATURE_SETS, KNOWN_SETS, model_columns, token_signals, token_vocabulary
+from learned_attribution.core.models.signals import FEATURE_SETS, KNOWN_SETS, model_columns, token_signals, token_vocabulary
 
 LAYERS, HEADS = 3, 2  # not the factory's default depth, so nothing passes by assuming 2 layers
 WORDS = [["The", "unbelievable", "film", ",", "and", "it", "was", "good", "."], ["a", "bad", "movie"],

@@ -4,11 +4,11 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.models.classifier import TrainingConfig, fine_tune
-from learned_attribution.models.runner import (length_grouped_batches, pad_batch,
+from learned_attribution.core.models.classifier import TrainingConfig, fine_tune
+from learned_attribution.core.models.runner import (length_grouped_batches, pad_batch,
                                                    predict_proba)
-from learned_attribution.models.encoder import PACKAGED_ENCODER, EncoderNotFoundError, load_tokenizer, resolve_encoder
-from learned_attribution.models.features import cls_attention_features, extract_attention_features, feature_names
+from learned_attribution.core.models.encoder import PACKAGED_ENCODER, EncoderNotFoundError, load_tokenizer, resolve_encoder
+from learned_attribution.core.models.features import cls_attention_features, extract_attention_features, feature_names
 
 CLS, SEP, PAD = 1, 2, 0
 

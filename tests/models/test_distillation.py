@@ -8,9 +8,9 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from learned_attribution.metrics.fidelity import example_spearman, mean_spearman, top_k_overlap
-from learned_attribution.models.learned import TrainingSettings, Variant, fit_variant
-from learned_attribution.models.learned.losses import distillation_loss
+from learned_attribution.core.metrics.fidelity import example_spearman, mean_spearman, top_k_overlap
+from learned_attribution.core.models.learned import TrainingSettings, Variant, fit_variant
+from learned_attribution.core.models.learned.losses import distillation_loss
 
 
 def test_example_spearman_equals_scipy_per_group_with_ties():

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.models.artifacts import load_explainer, save_explainer
-from learned_attribution.models.learned import InputPipeline, TrainingSettings, Variant, fit_variant
-from learned_attribution.models.signals import columns_for
+from learned_attribution.core.models.artifacts import load_explainer, save_explainer
+from learned_attribution.core.models.learned import InputPipeline, TrainingSettings, Variant, fit_variant
+from learned_attribution.core.models.signals import columns_for
 
 SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency")
 COLUMNS = columns_for(SETS, n_heads=2, n_layers=2)

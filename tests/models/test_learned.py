@@ -11,17 +11,17 @@ import torch
 import yaml
 from sklearn.metrics import roc_auc_score
 
-from learned_attribution.metrics.plausibility import mean_example_auroc
-from learned_attribution.models.features import feature_names
-from learned_attribution.models.learned import (GatedExpNet, InputPipeline, SimplexStack, TrainingSettings, Variant,
+from learned_attribution.core.metrics.plausibility import mean_example_auroc
+from learned_attribution.core.models.features import feature_names
+from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, SimplexStack, TrainingSettings, Variant,
                                                 best_shape_free, build_network, build_variant_network,
                                                 calibrate_threshold, fit_variant, head_of_columns, score_examples,
                                                 select_variant, validation_auroc)
-from learned_attribution.models.learned.inputs import (ANCHOR_SCALE, anchor_offsets, statistics, within_example_ranks,
+from learned_attribution.core.models.learned.inputs import (ANCHOR_SCALE, anchor_offsets, statistics, within_example_ranks,
                                                        within_example_z)
-from learned_attribution.models.learned.losses import focal_loss, listwise_ranking_loss, pairwise_ranking_loss
-from learned_attribution.models.learned.pseudo import pseudo_labels
-from learned_attribution.models.learned.training import group_examples
+from learned_attribution.core.models.learned.losses import focal_loss, listwise_ranking_loss, pairwise_ranking_loss
+from learned_attribution.core.models.learned.pseudo import pseudo_labels
+from learned_attribution.core.models.learned.training import group_examples
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # the columns both pseudo-rationale rules read are among them

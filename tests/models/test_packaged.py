@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from learned_attribution.models import packaged
-from learned_attribution.models.encoder import EncoderNotFoundError, resolve_encoder
-from learned_attribution.models.packaged import (COMPLETE, INSTALL_HINT, PackagedEncoderError, PackagedModel, assemble,
+from learned_attribution.core.models import packaged
+from learned_attribution.core.models.encoder import EncoderNotFoundError, resolve_encoder
+from learned_attribution.core.models.packaged import (COMPLETE, INSTALL_HINT, PackagedEncoderError, PackagedModel, assemble,
                                                  is_assembled, packaged_base_encoder)
 
 WEIGHTS = bytes(range(256)) * 400  # 102,400 bytes of "weights"

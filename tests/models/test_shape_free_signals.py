@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from learned_attribution.models.signals import (FEATURE_SETS, SHAPE_FREE_SETS, at_relative_depths, columns_for,
+from learned_attribution.core.models.signals import (FEATURE_SETS, SHAPE_FREE_SETS, at_relative_depths, columns_for,
                                                 signals_and_logits)
 
 

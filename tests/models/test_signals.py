@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from learned_attribution.models.signals import (FEATURE_SETS, WIDE_SETS, TokenVocabulary, columns_for, model_columns,
+from learned_attribution.core.models.signals import (FEATURE_SETS, WIDE_SETS, TokenVocabulary, columns_for, model_columns,
                                                position_signals, signal_columns, token_signals, token_vocabulary)
 
 HEADS, LAYERS = 2, 3
@@ -136,8 +136,8 @@ def test_position_without_vocabulary_has_no_continuations():
 
 
 def test_saliency_set_is_the_saliency_baseline(model, batch):
-    from learned_attribution.explainers import build_explainer
-    from learned_attribution.explainers.base import make_batch
+    from learned_attribution.core.explainers import build_explainer
+    from learned_attribution.core.explainers.base import make_batch
 
     input_ids, attention_mask, target = batch
     rows = [row[mask.bool()].tolist() for row, mask in zip(input_ids, attention_mask)]

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.data.projection import project_to_subwords
-from learned_attribution.models.architectures import (BYTE_LEVEL_BPE, SENTENCEPIECE, WORDPIECE, TokenConvention,
+from learned_attribution.core.data.projection import project_to_subwords
+from learned_attribution.core.models.architectures import (BYTE_LEVEL_BPE, SENTENCEPIECE, WORDPIECE, TokenConvention,
                                                       token_convention)
-from learned_attribution.models.signals import (TokenVocabulary, continuation_signals, position_signals,
+from learned_attribution.core.models.signals import (TokenVocabulary, continuation_signals, position_signals,
                                                token_kind_signals, token_vocabulary)
 
 WORDS = ["The", "unbelievable", "film", ",", "and", "it"]

@@ -17,10 +17,10 @@ from kedro.io import AbstractDataset, DataCatalog, MemoryDataset
 from kedro.pipeline import Pipeline
 from kedro.runner import SequentialRunner
 
-from learned_attribution.data.schema import BadRecords, RawText, check_rationale_length, make_examples_frame
-from learned_attribution.datasets import TrainedClassifier
+from learned_attribution.core.data.schema import BadRecords, RawText, check_rationale_length, make_examples_frame
+from learned_attribution.adapters.kedro_datasets import TrainedClassifier
 from learned_attribution.pipelines import classifiers, crosstask, data_processing
-from learned_attribution.tasks import Task
+from learned_attribution.core.tasks import Task
 
 ENCODER = "packaged:all-MiniLM-L6-v2"  # the default encoder's tokenizer; the classifiers are tiny and random
 SYNTHETIC = "synthetic"
@@ -195,7 +195,7 @@ def slice_parameters(project_root) -> dict:
 def tiny_task_classifier(tiny_bert_classifier):
     """`tiny_task_classifier(seed) -> TrainedClassifier`: a tiny random BERT (2 layers, 2 heads) over the default
     encoder's tokenizer, standing in for a fine-tuned classifier (fine-tuning is tested in tests/models)."""
-    from learned_attribution.models.encoder import load_tokenizer
+    from learned_attribution.core.models.encoder import load_tokenizer
 
     tokenizer = load_tokenizer(ENCODER)
 

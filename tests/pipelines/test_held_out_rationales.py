@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.tasks import TASK_REGISTRY
+from learned_attribution.core.tasks import TASK_REGISTRY
 
 SYNTHETIC = "synthetic"  # the held-out task, read from its raw file (tests/pipelines/conftest.py)
 FOLD = f"heldout_{SYNTHETIC}"

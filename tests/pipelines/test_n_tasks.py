@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from learned_attribution.pipelines import crosstask
-from learned_attribution.tasks import TASK_REGISTRY, TASKS
+from learned_attribution.core.tasks import TASK_REGISTRY, TASKS
 
 SYNTHETIC = "synthetic"  # the fourth task (tests/pipelines/conftest.py)
 NAMES = [*TASKS, SYNTHETIC]

@@ -6,7 +6,7 @@ import pandas as pd
 from kedro.io import DataCatalog, MemoryDataset
 from kedro.runner import SequentialRunner
 
-from learned_attribution.data.schema import RawText
+from learned_attribution.core.data.schema import RawText
 from learned_attribution.pipelines.data_processing import create_pipeline as data_processing
 
 GLUE = "sentence\tlabel\n{rows}\n"

@@ -23,9 +23,9 @@ from kedro.runner import SequentialRunner
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from learned_attribution import tracking
-from learned_attribution.datasets import AtomicCSVDataset, AtomicJSONDataset
-from learned_attribution.hooks import MlflowFoldRunsHook
+from learned_attribution.services import tracking
+from learned_attribution.adapters.kedro_datasets import AtomicCSVDataset, AtomicJSONDataset
+from learned_attribution.adapters.hooks import MlflowFoldRunsHook
 
 FOLDS = ("heldout_cola", "heldout_sst2")
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from learned_attribution import tracking
+from learned_attribution.services import tracking
 
 
 def test_a_sqlite_store_in_a_missing_folder_is_refused_in_one_line(tmp_path):
@@ -77,7 +77,7 @@ def test_runs_of_a_dead_process_end_killed_and_live_ones_stay(tmp_path):
 def test_a_logging_failure_is_a_warning_unless_strict(tmp_path, caplog):
     client = MlflowClient(f"sqlite:///{tmp_path}/m.db")
     guard = tracking.GuardedLogging()
-    with caplog.at_level(logging.WARNING, logger="learned_attribution.tracking"):
+    with caplog.at_level(logging.WARNING, logger="learned_attribution.services.tracking"):
         assert guard("metrics of a missing run", client.log_metric, "no-such-run", "auroc", 0.5) is None
     assert "MLflow: metrics of a missing run was not logged" in caplog.text and len(guard.failures) == 1
     assert guard("a constant", lambda: 3) == 3

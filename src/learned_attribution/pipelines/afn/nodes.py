@@ -1,5 +1,5 @@
 """Nodes of the afn pipeline: SST phrases and shift pairs in; strength, shift and layer tables, plots, a
-report and an MLflow run out. The computations live in `learned_attribution.afn`."""
+report and an MLflow run out. The computations live in `learned_attribution.services.afn`."""
 from __future__ import annotations
 
 import logging
@@ -10,24 +10,24 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from learned_attribution.afn import plots
-from learned_attribution.afn.alignment import AlignmentError, align_tokens
-from learned_attribution.afn.buckets import activation_threshold, high_mask, normalized_ranks, strength_ranks
-from learned_attribution.afn.corpus import (SKIP_COLUMNS, Skip, check_word_range, read_user_pairs,
+from learned_attribution.services.afn import plots
+from learned_attribution.services.afn.alignment import AlignmentError, align_tokens
+from learned_attribution.services.afn.buckets import activation_threshold, high_mask, normalized_ranks, strength_ranks
+from learned_attribution.services.afn.corpus import (SKIP_COLUMNS, Skip, check_word_range, read_user_pairs,
                                             read_user_sentences, sample_phrases, sst_phrases)
-from learned_attribution.afn.layers import PAIR_LAYER_COLUMNS, TOKEN_STRENGTH_COLUMNS, headline, layer_comparison
-from learned_attribution.afn.pairs import (PROMPT, ShiftPair, context_pair, pairs_from_frame, pairs_to_frame,
+from learned_attribution.services.afn.layers import PAIR_LAYER_COLUMNS, TOKEN_STRENGTH_COLUMNS, headline, layer_comparison
+from learned_attribution.services.afn.pairs import (PROMPT, ShiftPair, context_pair, pairs_from_frame, pairs_to_frame,
                                            prompt_pair, sst_minimal_pairs)
-from learned_attribution.afn.report import render_report
-from learned_attribution.afn.shift import PairShift, pair_shift
-from learned_attribution.afn.strength import (EmptyTextError, TextTooLongError, TokenizedText, iter_hidden_states,
+from learned_attribution.services.afn.report import render_report
+from learned_attribution.services.afn.shift import PairShift, pair_shift
+from learned_attribution.services.afn.strength import (EmptyTextError, TextTooLongError, TokenizedText, iter_hidden_states,
                                               resolve_afn_layer, token_strengths, tokenize_words,
                                               torch_threads)
-from learned_attribution.tracking import log_run, refuse_own_tracking_uri
-from learned_attribution.afn.words import split_words, word_class
-from learned_attribution.data.schema import RawText
-from learned_attribution.models.encoder import load_encoder, load_tokenizer
-from learned_attribution.models.runner import Compute
+from learned_attribution.services.tracking import log_run, refuse_own_tracking_uri
+from learned_attribution.services.afn.words import split_words, word_class
+from learned_attribution.core.data.schema import RawText
+from learned_attribution.core.models.encoder import load_encoder, load_tokenizer
+from learned_attribution.core.models.runner import Compute
 
 logger = logging.getLogger(__name__)
 
@@ -308,7 +308,7 @@ def log_to_mlflow(report: str, head: dict[str, Any], layers: pd.DataFrame, figur
     pipeline logs to; `MLFLOW_TRACKING_URI` wins) with the parameters, headline metrics (per-layer metrics as
     steps), the report and the plots. Returns where the run is. The store was checked before the first node
     (hooks.py); `log_run` checks it again for a direct call."""
-    from learned_attribution import tracking
+    from learned_attribution.services import tracking
 
     settings = _setting(afn, "mlflow", "afn")
     refuse_own_tracking_uri(afn)

@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from learned_attribution import amortize
-from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.models.runner import Compute
+from learned_attribution.services import amortize
+from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+from learned_attribution.core.models.runner import Compute
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def teacher_scores(classifier: TrainedClassifier, texts: pd.DataFrame, cache: Pa
                    compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The teacher on the training texts, in resumable parts under `cache` (on Dask with `compute.dask.address`):
     (token scores, failures)."""
-    from learned_attribution.distributed import DaskSettings
+    from learned_attribution.services.distributed import DaskSettings
 
     Compute.from_params(compute).place(classifier.model)
     settings = _settings(params)
@@ -63,7 +63,7 @@ def held_out_teacher_scores(classifier: TrainedClassifier, texts: pd.DataFrame, 
                             compute: dict[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """On the held-out texts: the teacher at its training budget and the reference teacher (`reference_factor` x
     the budget, an independent draw), both in resumable parts; (teacher scores, reference scores, failures)."""
-    from learned_attribution.distributed import DaskSettings
+    from learned_attribution.services.distributed import DaskSettings
 
     Compute.from_params(compute).place(classifier.model)
     settings = _settings(params)
@@ -131,7 +131,7 @@ def student_plausibility(classifier: TrainedClassifier, student, predictions: pd
     fold's matched budget `budget["rho"]`, the same bootstrap): its rows (subsets all, correct, incorrect) beside
     the fold's rows of the teacher, saliency and ExpNet+. The student reads no rationale, so the protocol allows it
     in the held-out fold's table."""
-    from learned_attribution.evaluation import explain_examples, expensive_sample, rationale_test_examples, score_all
+    from learned_attribution.services.evaluation import explain_examples, expensive_sample, rationale_test_examples, score_all
 
     settings = _settings(params)
     examples = rationale_test_examples(predictions, max_examples=crosstask["max_test_examples"], seed=seed)
@@ -159,8 +159,8 @@ def plot_costs(plausibility: pd.DataFrame, fold_cost: pd.DataFrame, student_cost
     AUROC (the fold's cost-vs-plausibility chart) and against comprehensiveness AOPC on the fold's seeded sample
     (its cost-vs-faithfulness companion), every method of the fold and the student. The fold's methods are timed in
     the fold, the student on the held-out texts of this pipeline, each against a forward pass over the same texts."""
-    from learned_attribution.evaluation import cost_plausibility
-    from learned_attribution.reporting import cost_faithfulness_chart, cost_plausibility_chart
+    from learned_attribution.services.evaluation import cost_plausibility
+    from learned_attribution.services.reporting import cost_faithfulness_chart, cost_plausibility_chart
 
     student = student_cost[student_cost["method"] == "student"][["method", "ratio_to_forward"]]
     cost = pd.concat([fold_cost[["method", "ratio_to_forward"]], student], ignore_index=True)
@@ -181,7 +181,7 @@ def log_student(report: str, variants: pd.DataFrame, fidelity: pd.DataFrame, fai
     """One MLflow run per student in the experiment `amortize.mlflow.experiment` of the store `mlflow.tracking_uri`,
     the student registered as `<experiment>-student_<task>` (`amortize.log_student_run`); a task classifier's
     student also logs its plausibility on the rationale test set (a user's classifier has none)."""
-    from learned_attribution import tracking
+    from learned_attribution.services import tracking
 
     tables = {"variants": variants, "fidelity": fidelity, "faithfulness": faithfulness, "cost": cost}
     if plausibility is not None:
@@ -195,7 +195,7 @@ def log_student(report: str, variants: pd.DataFrame, fidelity: pd.DataFrame, fai
 def amortize_summary(*tables: pd.DataFrame) -> str:
     """data/08_reporting/amortize.md: per task classifier, fidelity, faithfulness, cost and plausibility (the tables
     come in groups of four, task by task)."""
-    from learned_attribution.reporting import interval_text, markdown_table
+    from learned_attribution.services.reporting import interval_text, markdown_table
 
     lines = ["# Amortized students", "",
              "Per task classifier: a student trained on the teacher's attributions of the task's unlabeled training "

@@ -10,7 +10,7 @@ from typing import Sequence
 from kedro.pipeline import Pipeline, node, pipeline
 
 from learned_attribution.pipelines.crosstask.pipeline import _bind
-from learned_attribution.tasks import TASKS
+from learned_attribution.core.tasks import TASKS
 
 from .nodes import (amortize_summary, evaluate_student, fit_student, held_out_teacher_scores, log_student, own_texts,
                     plot_costs, student_card, student_plausibility, student_report, student_signals,

@@ -8,12 +8,12 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.models.classifier import TrainingConfig, classification_metrics, fine_tune, seed_everything
-from learned_attribution.models.runner import Compute, predict_proba
-from learned_attribution.models.encoder import load_encoder, load_sequence_classifier, load_tokenizer
-from learned_attribution.models.features import extract_attention_features, frame_token_ids
-from learned_attribution.tasks import class_names
+from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+from learned_attribution.core.models.classifier import TrainingConfig, classification_metrics, fine_tune, seed_everything
+from learned_attribution.core.models.runner import Compute, predict_proba
+from learned_attribution.core.models.encoder import load_encoder, load_sequence_classifier, load_tokenizer
+from learned_attribution.core.models.features import extract_attention_features, frame_token_ids
+from learned_attribution.core.tasks import class_names
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def attention_features(signals: dict[str, Callable[[], pd.DataFrame]], classifie
     explained): its 2H features are the `attention` set of the explainer signals, computed in the same pass
     of the same model, so they are read from those parts instead of a second pass over every example.
     `source: pretrained` runs the frozen pretrained encoder."""
-    from learned_attribution.models.signals import FEATURE_SETS, columns_for
+    from learned_attribution.core.models.signals import FEATURE_SETS, columns_for
 
     if params["source"] == "classifier":
         config = classifier.model.config
@@ -128,7 +128,7 @@ def explainer_signals(classifier: TrainedClassifier, predictions: pd.DataFrame, 
     """ExpNet+ inputs (issue 06): every feature set of `models.signals` for every rationale example, from
     the task's classifier explaining its predicted class (on the `compute` device), as Parquet parts saved
     lazily one chunk at a time."""
-    from learned_attribution.models.signals import FEATURE_SETS, signal_rows
+    from learned_attribution.core.models.signals import FEATURE_SETS, signal_rows
 
     model = Compute.from_params(compute).place(classifier.model)
     chunks = signal_rows(model, classifier.tokenizer, predictions, list(FEATURE_SETS), params["layer"],

@@ -4,7 +4,7 @@ from typing import Sequence
 from kedro.pipeline import Pipeline, node, pipeline
 
 from .nodes import attention_features, combine_classifier_metrics, explainer_signals, predict_examples, train_classifier
-from learned_attribution.tasks import TASKS
+from learned_attribution.core.tasks import TASKS
 
 
 def task_template() -> Pipeline:

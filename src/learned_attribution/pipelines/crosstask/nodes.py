@@ -7,13 +7,13 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.evaluation import (best_baseline, explain_rationale_set, matched_baselines,
+from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+from learned_attribution.services.evaluation import (best_baseline, explain_rationale_set, matched_baselines,
                                             rationale_test_examples, sample_faithfulness,
                                             score_rationale_set)
-from learned_attribution.models.features import feature_names
-from learned_attribution.models.learned import LearnedExplainer
-from learned_attribution.models.runner import Compute
+from learned_attribution.core.models.features import feature_names
+from learned_attribution.core.models.learned import LearnedExplainer
+from learned_attribution.core.models.runner import Compute
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def _explainer_tokens(features: pd.DataFrame, role: str) -> pd.DataFrame:
 
 def _context(classifier: TrainedClassifier, training_tasks: list[str], rho: float, layer: int,
              encoder: dict[str, Any], max_length: int, fold: str) -> dict:
-    from learned_attribution.models.artifacts import explainer_context
+    from learned_attribution.core.models.artifacts import explainer_context
 
     return explainer_context(classifier.model, classifier.tokenizer, fold=fold,
                              held_out_task=fold.removeprefix("heldout_"), training_tasks=sorted(training_tasks),
@@ -67,7 +67,7 @@ def train_fold_expnet(classifier: TrainedClassifier, expnet: dict[str, Any], lay
     tokens by its declared rule, calibrate a threshold there, and fix the top-k budget rho as the mean rationale
     density of the training tasks (the held-out labels are never read). The held-out task's `classifier` is only
     read for its shape, recorded in the saved explainer's config."""
-    from learned_attribution.models.learned import TrainingSettings, Variant, fit_variant
+    from learned_attribution.core.models.learned import TrainingSettings, Variant, fit_variant
 
     tables = [_feature_table(features) for features in training_features]
     _check_training_tasks(tables, "attention features")
@@ -127,7 +127,7 @@ def score_fold(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulne
 
 def plot_fold(metrics: pd.DataFrame, *, fold: str):
     """Bar chart (PNG) of F1 and AUROC per method with intervals and floors."""
-    from learned_attribution.reporting import metrics_bar_chart
+    from learned_attribution.services.reporting import metrics_bar_chart
 
     return metrics_bar_chart(metrics, f"{fold}: explainers of the held-out classifier (all rationale test examples)")
 
@@ -136,7 +136,7 @@ def time_expnet_plus_variants(classifier: TrainedClassifier, predictions: pd.Dat
                               params: dict[str, Any], seed: int, compute: dict[str, Any] | None = None) -> pd.DataFrame:
     """Throughput of every ExpNet+ variant as a ratio to a plain forward pass, on a seeded sample of the held-out
     rationale test examples (`crosstask.variant_cost_examples`)."""
-    from learned_attribution.evaluation import variant_cost
+    from learned_attribution.services.evaluation import variant_cost
 
     return variant_cost(classifier, predictions, models, params, seed, params["variant_cost_examples"], compute)
 
@@ -145,8 +145,8 @@ def plot_cost(fold_metrics: pd.DataFrame, explain_cost: pd.DataFrame, ablation: 
               variant_costs: pd.DataFrame, *, fold: str):
     """Which explainer to pick: throughput (ratio to a plain forward pass, timed in the fold) against AUROC with
     its interval for every method and every ExpNet+ variant, with the Pareto frontier of the methods (PNG)."""
-    from learned_attribution.evaluation import cost_plausibility
-    from learned_attribution.reporting import cost_plausibility_chart
+    from learned_attribution.services.evaluation import cost_plausibility
+    from learned_attribution.services.reporting import cost_plausibility_chart
 
     points = cost_plausibility(fold_metrics, explain_cost, ablation, variant_costs)
     logger.info("%s: Pareto frontier (cost vs AUROC): %s", fold, ", ".join(points.loc[points["pareto"], "method"]))
@@ -157,7 +157,7 @@ def heatmaps(token_scores: pd.DataFrame, predictions: pd.DataFrame, metrics: pd.
              classifier: TrainedClassifier, n_examples: int, seed: int, *, fold: str) -> str:
     """HTML token heatmaps for `n_examples` seeded test examples: gold, ExpNet+, the paper's ExpNet and the
     best baseline (AUROC)."""
-    from learned_attribution.reporting import heatmap_page
+    from learned_attribution.services.reporting import heatmap_page
 
     best = best_baseline(metrics)
     methods = list(LEARNED_METHODS) + ([best] if best else [])
@@ -181,7 +181,7 @@ def heatmaps(token_scores: pd.DataFrame, predictions: pd.DataFrame, metrics: pd.
 def fold_card(fold_metrics: pd.DataFrame, budget: dict[str, float], baselines: dict[str, Any], layer: int, *,
               fold: str) -> dict:
     """What applying the fold's explainers to new text needs besides their weights (read by
-    `learned_attribution.explain`): the best baseline (AUROC, among methods run on every example) with every
+    `learned_attribution.services.explain`): the best baseline (AUROC, among methods run on every example) with every
     baseline's settings, the matched budget rho and the attention layer."""
     ranked = matched_baselines(fold_metrics)
     best = best_baseline(fold_metrics) or "saliency"
@@ -200,7 +200,7 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, a
     """Markdown: per fold, every method's matched-budget F1 and AUROC (95% CI), the floors, ExpNet's
     own rules, the paper's reference numbers beside ours, whether the paper's claim holds here, and every
     ExpNet+ candidate of the fold's selection (the ablation table: validation, held-out AUROC, seed spread)."""
-    from learned_attribution.reporting import PAPER_REFERENCE, markdown_table
+    from learned_attribution.services.reporting import PAPER_REFERENCE, markdown_table
 
     lines = ["# Cross-task results", "",
              "Each fold trains ExpNet on two tasks and scores every method on the third task's rationale test set, "
@@ -293,8 +293,8 @@ def _signal_tables(signals: dict[str, Callable]) -> dict[str, pd.DataFrame]:
 
 
 def _expnet_plus_setup(signals: dict[str, Callable], settings: dict[str, Any], seed: int):
-    from learned_attribution.models.learned import TrainingSettings, Variant
-    from learned_attribution.models.signals import FEATURE_SETS, columns_for
+    from learned_attribution.core.models.learned import TrainingSettings, Variant
+    from learned_attribution.core.models.signals import FEATURE_SETS, columns_for
 
     candidates = settings.get("candidates") or "all"
     candidates = list(settings["variants"]) if candidates == "all" else candidates
@@ -318,7 +318,7 @@ def select_expnet_plus(budget: dict[str, float], expnet_plus: dict[str, Any], se
     """Leave-one-training-task-out validation of every ExpNet+ variant on the fold's training tasks
     (`training_signals`: each training task's signal partitions; the held-out task is not an input of this
     node); the best mean validation AUROC is chosen."""
-    from learned_attribution.models.learned import select_variant
+    from learned_attribution.core.models.learned import select_variant
 
     parts = [_signal_tables(signals) for signals in training_signals]
     _check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
@@ -338,7 +338,7 @@ def fit_expnet_plus(signals_heldout: dict[str, Callable], classifier: TrainedCla
     partitions; early stopping on their validation rows) for the held-out classifier, whose signals enter
     unlabeled (its token labels are dropped here; the `classifier` is only read for its shape, recorded in each
     saved variant's config)."""
-    from learned_attribution.models.learned import fit_variant
+    from learned_attribution.core.models.learned import fit_variant
 
     parts = [_signal_tables(signals) for signals in training_signals]
     _check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
@@ -363,7 +363,7 @@ def chosen_expnet_plus(models: dict, selection: pd.DataFrame) -> tuple[LearnedEx
     variant beside it (issue 12: what the fold applies to a classifier of another family or shape; the chosen one
     itself when it is shape-free). A candidate list without a shape-free variant is an error: a fold must be able
     to explain any supported classifier."""
-    from learned_attribution.models.learned import best_shape_free
+    from learned_attribution.core.models.learned import best_shape_free
 
     chosen = models[selection.loc[selection["selected"], "variant"].iloc[0]]
     shape_free = best_shape_free(selection, {name: model.variant for name, model in models.items()})
@@ -382,7 +382,7 @@ def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout:
     metrics, and each variant's validation AUROC. A variant's explainer is the ensemble of its seeds; each
     seed's own network is scored too (`auroc_seed_*`, `f1_matched_seed_*`: mean, sd, min, max over the seeds),
     and a convex stack lists its largest weights (`stack_weights`)."""
-    from learned_attribution.evaluation import learned_rationale_scores
+    from learned_attribution.services.evaluation import learned_rationale_scores
 
     examples = rationale_test_examples(predictions, max_examples=params["max_test_examples"], seed=seed)
     table = _feature_table(signals_heldout)
@@ -407,7 +407,7 @@ def expnet_plus_ablation(models: dict, selection: pd.DataFrame, signals_heldout:
 
 def expnet_plus_report(*ablations: pd.DataFrame):
     """All folds' ablation tables: one CSV, a Markdown page and a plot (data/08_reporting/expnet_plus_*)."""
-    from learned_attribution.reporting import ablation_chart, interval_text, markdown_table
+    from learned_attribution.services.reporting import ablation_chart, interval_text, markdown_table
 
     table = pd.concat(ablations, ignore_index=True)
 

@@ -9,7 +9,7 @@ from learned_attribution.pipelines import classifiers, data_processing
 from .nodes import (chosen_expnet_plus, combine_folds, crosstask_summary, explain_heldout, expnet_plus_ablation,
                     expnet_plus_report, fit_expnet_plus, fold_card, fold_faithfulness, heatmaps, plot_cost, plot_fold,
                     score_fold, select_expnet_plus, time_expnet_plus_variants, train_fold_expnet)
-from learned_attribution.tasks import MIN_TASKS, TASK_REGISTRY, TASKS, Task
+from learned_attribution.core.tasks import MIN_TASKS, TASK_REGISTRY, TASKS, Task
 
 
 def _bind(function, **fixed):

@@ -6,12 +6,12 @@ from typing import Any
 
 import pandas as pd
 
-from learned_attribution.data.cola import load_cola
-from learned_attribution.data.hatexplain import load_hatexplain
-from learned_attribution.data.projection import project_dataset
-from learned_attribution.data.schema import RawText
-from learned_attribution.data.sst import load_sst2
-from learned_attribution.models.encoder import load_tokenizer
+from learned_attribution.core.data.cola import load_cola
+from learned_attribution.core.data.hatexplain import load_hatexplain
+from learned_attribution.core.data.projection import project_dataset
+from learned_attribution.core.data.schema import RawText
+from learned_attribution.core.data.sst import load_sst2
+from learned_attribution.core.models.encoder import load_tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from typing import Sequence
 from kedro.pipeline import Pipeline, node, pipeline
 
 from .nodes import build_data_report, tokenize_examples
-from learned_attribution.tasks import TASK_REGISTRY, Task
+from learned_attribution.core.tasks import TASK_REGISTRY, Task
 
 
 def create_pipeline(tasks: Sequence[Task] = TASK_REGISTRY, **kwargs) -> Pipeline:

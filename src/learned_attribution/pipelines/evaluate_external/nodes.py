@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from learned_attribution.atomic import probe_writable
-from learned_attribution.data.projection import project_to_subwords
-from learned_attribution.data.schema import EXAMPLE_COLUMNS
-from learned_attribution.datasets import TrainedClassifier
-from learned_attribution.evaluation import METRIC_COLUMNS, gold_labels, rationale_test_examples
-from learned_attribution.models.runner import Compute, predict_proba
-from learned_attribution.models.learned import LearnedExplainer
-from learned_attribution.tasks import FOLD_PREFIX, TASKS
+from learned_attribution.core.atomic import probe_writable
+from learned_attribution.core.data.projection import project_to_subwords
+from learned_attribution.core.data.schema import EXAMPLE_COLUMNS
+from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+from learned_attribution.services.evaluation import METRIC_COLUMNS, gold_labels, rationale_test_examples
+from learned_attribution.core.models.runner import Compute, predict_proba
+from learned_attribution.core.models.learned import LearnedExplainer
+from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def check_external_outputs(settings: dict[str, Any] | None, output_folders: list
             raise OSError(f"parameter external_outputs: cannot write in {folder} ({error.strerror or error}): "
                           "evaluate_external would fail at its last save; free space or fix the permissions") \
                 from error
-    from learned_attribution import tracking
+    from learned_attribution.services import tracking
 
     tracking.check_store(tracking.resolve_tracking_uri((mlflow_settings or {}).get("tracking_uri")))
     return settings
@@ -318,7 +318,7 @@ def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, e
     rationale, exactly as
     a crosstask fold explains its held-out set (expensive methods on the seeded sample)."""
     settings = external_settings(settings)
-    from learned_attribution.evaluation import explain_rationale_set
+    from learned_attribution.services.evaluation import explain_rationale_set
 
     return explain_rationale_set(classifier, predictions, expnet, expnet_plus, _crosstask_settings(crosstask, settings),
                                  seed, compute)
@@ -327,7 +327,7 @@ def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, e
 def external_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
                           crosstask: dict[str, Any], compute: dict[str, Any] | None = None) -> pd.DataFrame:
     """ERASER comprehensiveness / sufficiency on the seeded sample, as in a crosstask fold."""
-    from learned_attribution.evaluation import sample_faithfulness
+    from learned_attribution.services.evaluation import sample_faithfulness
 
     return sample_faithfulness(classifier, token_scores, predictions, crosstask["faithfulness"], compute)
 
@@ -338,7 +338,7 @@ def score_external(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithf
     """The crosstask metrics table for the file (fold = the ExpNet's fold, held_out_task = "external"),
     with the classifier's task and the file appended as columns."""
     settings = external_settings(settings)
-    from learned_attribution.evaluation import score_rationale_set
+    from learned_attribution.services.evaluation import score_rationale_set
 
     metrics = score_rationale_set(token_scores, predictions, faithfulness, budget, expnet_plus.calibrated_threshold,
                                   _crosstask_settings(crosstask, settings), seed, fold=settings["expnet_fold"],
@@ -379,10 +379,10 @@ def log_external_run(metrics: pd.DataFrame, predictions: pd.DataFrame, failures:
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
-    from learned_attribution.hooks import fold_metric_entries
-    from learned_attribution.reporting import metrics_bar_chart
+    from learned_attribution.adapters.hooks import fold_metric_entries
+    from learned_attribution.services.reporting import metrics_bar_chart
 
-    from learned_attribution import tracking
+    from learned_attribution.services import tracking
 
     tracking_uri = tracking.resolve_tracking_uri(mlflow_settings.get("tracking_uri"))
     tracking.check_store(tracking_uri)

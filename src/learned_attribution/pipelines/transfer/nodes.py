@@ -6,9 +6,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from learned_attribution.evaluation import learned_rationale_scores, matched_baselines, rationale_test_examples
-from learned_attribution.models.artifacts import check_compatible
-from learned_attribution.models.learned import LearnedExplainer
+from learned_attribution.services.evaluation import learned_rationale_scores, matched_baselines, rationale_test_examples
+from learned_attribution.core.models.artifacts import check_compatible
+from learned_attribution.core.models.learned import LearnedExplainer
 
 # The target fold's own rows placed beside the transferred explainer.
 REFERENCE_METHODS = ("expnet_plus", "expnet_paper", "saliency")
@@ -53,7 +53,7 @@ def transfer_fold(source: LearnedExplainer, signals: dict[str, Callable], predic
 def transfer_report(*folds: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Every fold's transfer rows (CSV) and a Markdown page: per fold the transferred explainer beside this run's
     own explainers, whether it is at or above saliency, with intervals."""
-    from learned_attribution.reporting import interval_text, markdown_table
+    from learned_attribution.services.reporting import interval_text, markdown_table
 
     table = pd.concat(folds, ignore_index=True)
 

@@ -11,7 +11,7 @@ from typing import Sequence
 from kedro.pipeline import Pipeline, node, pipeline
 
 from learned_attribution.pipelines.crosstask.pipeline import _bind
-from learned_attribution.tasks import TASKS
+from learned_attribution.core.tasks import TASKS
 
 from .nodes import transfer_fold, transfer_report
 

@@ -1,0 +1,241 @@
+"""`learned-attribution explain`: explain new text with a trained fold or student (see docs/explain.md);
+`learned-attribution fit`: train a student of an expensive method for any classifier (docs/amortize.md).
+
+    learned-attribution explain --fold heldout_sst2 "A gutsy and exhilarating movie ." --output out.jsonl --html out.html
+    learned-attribution explain --fold heldout_cola --input sentences.txt --method expnet_plus --method saliency
+    learned-attribution fit --classifier my_model/ --input texts.txt --teacher kernel_shap --output my_student/
+    learned-attribution explain --explainer my_student/ "A gutsy and exhilarating movie ."
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from tqdm.auto import tqdm
+
+from learned_attribution.services.amortize import TEACHER_BUDGETS
+from learned_attribution.core.atomic import probe_writable, write_text_atomically
+from learned_attribution.services.explain import DEFAULT_MODELS_DIR, WORD_SPLITS, ExplainInputError, FoldExplainer
+from learned_attribution.core.data.texts import read_inputs, require_text
+from learned_attribution.core.tasks import FOLDS
+
+
+def check_output(option: str, value: str | None) -> None:
+    """Refuse an output path that cannot be written, before any work: a folder, a missing folder, or a folder
+    where no file can be written (read-only or full filesystem, permissions)."""
+    if not value:
+        return
+    path = Path(value)
+    if path.is_dir():
+        raise ExplainInputError(f"{option} {path}: is a folder, not a file")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ExplainInputError(f"{option} {path}: the folder {folder} does not exist")
+    try:
+        probe_writable(folder)
+    except OSError as error:
+        raise ExplainInputError(f"{option} {path}: cannot write in {folder} ({error.strerror or error})") from error
+
+
+def _write(option: str, value: str, text: str) -> None:
+    try:
+        write_text_atomically(Path(value), text)
+    except OSError as error:  # e.g. the disk filled up while explaining: one line, no half-written file left
+        raise ExplainInputError(f"{option} {value}: cannot write ({error.strerror or error})") from error
+
+
+def explain_command(args: argparse.Namespace) -> int:
+    if bool(args.fold) == bool(args.explainer):
+        raise ExplainInputError("give one of --fold (a trained fold) and --explainer (a student folder)")
+    if bool(args.texts) == bool(args.input):
+        raise ExplainInputError("give either TEXT arguments or --input FILE (not both, not neither)")
+    check_output("--output", args.output)
+    check_output("--html", args.html)
+    if args.output and args.html and Path(args.output).resolve() == Path(args.html).resolve():
+        raise ExplainInputError(f"--output and --html name the same file {args.output}")
+    if args.input:
+        texts, ids = read_inputs(args.input, args.text_column)
+    else:
+        texts = [require_text(text, f"TEXT argument {index + 1}") for index, text in enumerate(args.texts)]
+        ids = [str(index + 1) for index in range(len(texts))]
+    if args.explainer:
+        explainer = FoldExplainer.from_student(args.explainer, classifier=args.classifier, device=args.device,
+                                               max_length=args.max_length)
+    else:
+        explainer = FoldExplainer.from_fold(args.fold, classifier=args.classifier, models_dir=args.models_dir,
+                                            device=args.device, max_length=args.max_length)
+    methods = args.method or explainer.default_methods
+    with tqdm(total=len(texts), desc=f"explain ({', '.join(methods)})", unit="text", file=sys.stderr,
+              disable=not args.input) as progress:
+        explanations = explainer.explain(texts, methods=methods, batch_size=args.batch_size, ids=ids,
+                                         progress=progress, words=args.words)
+    lines = "".join(json.dumps(e.record(), ensure_ascii=False) + "\n" for e in explanations)
+    if args.output:
+        _write("--output", args.output, lines)
+    else:
+        sys.stdout.write(lines)
+    if args.html:
+        from learned_attribution.services.reporting import explanation_page
+
+        explained = args.classifier or explainer.card.get("held_out_task") or explainer.card.get("classifier")
+        title = f"{explainer.folder.name}: explanations of the {explained} classifier"
+        _write("--html", args.html, explanation_page(title, explanations, methods))
+    written = [str(p) for p in (args.output, args.html) if p]
+    if written:
+        print(f"explained {len(explanations)} texts with {', '.join(methods)}: wrote {', '.join(written)}",
+              file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="learned-attribution",
+                                     description="Learned token attribution: explain a classifier's predictions.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    explain = commands.add_parser("explain", help="explain new text with a trained fold",
+                                  description="Per-word scores of each method for the class the classifier predicts.")
+    explain.add_argument("texts", nargs="*", metavar="TEXT", help="texts to explain (or use --input)")
+    explain.add_argument("--fold", help=f"trained fold ({', '.join(FOLDS)}) or a fold folder")
+    explain.add_argument("--explainer", help="a student folder (`learned-attribution fit --output`; instead of --fold)")
+    explain.add_argument("--classifier", help="task name (sst2, ...), a save_pretrained folder or a hub name "
+                                              "(default: the fold's held-out task's classifier; a student's own)")
+    explain.add_argument("--method", action="append", help="method to apply (repeatable; default: expnet_plus and "
+                                                           "the fold's best baseline)")
+    explain.add_argument("--input", help="a .txt (one text a line), .jsonl (text or words, optional id) or .csv file")
+    explain.add_argument("--text-column", default="text", help="text column of a .csv input (default: text)")
+    explain.add_argument("--words", choices=WORD_SPLITS, default="tokenizer",
+                         help="how a text is split into words: the classifier tokenizer's pre-tokenizer (punctuation "
+                              "apart, for BERT) or at whitespace only (default: tokenizer)")
+    explain.add_argument("--output", help="JSONL output file (default: standard output)")
+    explain.add_argument("--html", help="also write an HTML page (works offline)")
+    explain.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="where trained folds and classifiers "
+                                                                             "are (default: data/06_models)")
+    explain.add_argument("--batch-size", type=int, default=16)
+    explain.add_argument("--max-length", type=int, help="subword tokens per text (default: the fold's, 128; at most "
+                                                        "the classifier's positions)")
+    explain.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    explain.set_defaults(run=explain_command)
+    fit = commands.add_parser("fit", help="train a student of an expensive attribution method for a classifier",
+                              description="Amortization (docs/amortize.md): the teacher explains your unlabeled texts, "
+                                          "a one-pass student learns to reproduce it; no rationales needed.")
+    fit.add_argument("--classifier", required=True, help="a save_pretrained classifier folder (or a task name)")
+    fit.add_argument("--input", required=True, help="unlabeled texts: .txt (one a line), .jsonl or .csv")
+    fit.add_argument("--text-column", default="text", help="text column of a .csv input (default: text)")
+    fit.add_argument("--teacher", default="kernel_shap", choices=sorted(TEACHER_BUDGETS),
+                     help="the method the student learns (default: kernel_shap)")
+    fit.add_argument("--n-samples", type=int, help="the teacher's budget: samples (kernel_shap, lime) or steps "
+                                                   "(integrated_gradients); default 200 and 20")
+    fit.add_argument("--max-texts", type=int, default=4000, help="training texts the teacher explains (default 4000)")
+    fit.add_argument("--held-out", type=int, default=200, help="further texts for the report (default 200; at most a "
+                                                               "fifth of the texts)")
+    fit.add_argument("--reference-factor", type=int, default=10,
+                     help="the reference teacher's budget as a multiple of the teacher's (default 10; 0: no fidelity "
+                          "table)")
+    fit.add_argument("--dask", help="run the teacher on Dask: local (a LocalCluster here) or tcp://HOST:8786")
+    fit.add_argument("--dask-workers", type=int, default=2, help="LocalCluster workers with --dask local (default 2)")
+    fit.add_argument("--output", required=True, help="the student's folder (written when complete)")
+    fit.add_argument("--cache", help="the teacher's resumable parts (default: OUTPUT.teacher beside the output)")
+    fit.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--tracking-uri", help="also log an MLflow run and register the student (e.g. "
+                                            "sqlite:///mlflow.db); default: no MLflow")
+    fit.add_argument("--experiment", default="amortize", help="the MLflow experiment (default: amortize)")
+    fit.set_defaults(run=fit_command)
+    results = commands.add_parser("results", help="write docs/results.md and README's tables from a run's reports",
+                                  description="Every number from the reports a run wrote (results.py).")
+    results.add_argument("--reports", default="data/08_reporting", help="the run's reports folder "
+                                                                         "(default: data/08_reporting)")
+    results.add_argument("--base-reports", default="data/base_size/08_reporting",
+                         help="a base-size run's reports folder, its section written when it holds a finished run "
+                              "(default: data/base_size/08_reporting)")
+    results.add_argument("--output", default="docs/results.md", help="the results document (default: docs/results.md)")
+    results.add_argument("--readme", action="append", help="a file whose <!-- results:NAME --> blocks are rewritten "
+                                                           "(repeatable; default: README.md and benchmarks/README.md; "
+                                                           "'none': no file)")
+    results.set_defaults(run=results_command)
+    return parser
+
+
+def fit_command(args: argparse.Namespace) -> int:
+    from learned_attribution.services.amortize import AmortizeSettings, Teacher, amortize, save_amortized
+    from learned_attribution.services.distributed import DaskSettings
+    from learned_attribution.services.explain import load_classifier
+    from learned_attribution.core.models.architectures import architecture
+    from learned_attribution.core.models.runner import resolve_device
+
+    output = Path(args.output)
+    if output.exists() and not (output / "fold.json").is_file():
+        raise ExplainInputError(f"--output {output}: exists and is not a student folder; choose a new folder")
+    check_output("--output", str(output / "fold.json") if output.is_dir() else str(output))
+    texts, ids = read_inputs(args.input, args.text_column)
+    classifier = load_classifier(args.classifier)
+    architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
+    settings_of_teacher = {}
+    budget = TEACHER_BUDGETS[args.teacher]
+    if args.n_samples is not None:
+        if budget is None:
+            raise ExplainInputError(f"--n-samples: the {args.teacher} teacher has no budget (one pass per token)")
+        settings_of_teacher[budget] = args.n_samples
+    elif budget == "n_samples":
+        settings_of_teacher[budget] = 200
+    if args.teacher in ("kernel_shap", "lime"):
+        settings_of_teacher["seed"] = args.seed
+    settings = AmortizeSettings(teacher=Teacher(args.teacher, settings_of_teacher), max_texts=args.max_texts,
+                                held_out_texts=args.held_out, reference_factor=args.reference_factor, seed=args.seed)
+    settings.check()
+    dask = None
+    if args.dask:
+        dask = DaskSettings.from_params({"device": args.device, "dask": {
+            "address": args.dask, "n_workers": args.dask_workers, "threads_per_worker": 1}})
+    device = resolve_device(args.device)
+    classifier.model.to(device)
+    cache = Path(args.cache) if args.cache else output.with_name(output.name + ".teacher")
+    result = amortize(classifier, texts, ids, settings, cache, dask=dask, device=device,
+                      context={"classifier_spec": str(args.classifier)})
+    title = f"Student of {args.teacher} for {args.classifier}"
+    save_amortized(output, result, settings, classifier, title=title)
+    print(f"wrote {output} (student, report.md); explain with: learned-attribution explain --explainer {output} "
+          "TEXT", file=sys.stderr)
+    if args.tracking_uri:
+        from learned_attribution.services.amortize import log_student_run, report_markdown, student_card
+        from learned_attribution.services.tracking import check_store, resolve_tracking_uri
+
+        uri = resolve_tracking_uri(args.tracking_uri)
+        check_store(uri)
+        tables = {name: getattr(result, name) for name in ("variants", "fidelity", "faithfulness", "cost")}
+        logged = log_student_run(uri, args.experiment, output.name, report_markdown(result, settings, title), tables,
+                                 result.student, student_card(settings, classifier), classifier.path,
+                                 {"classifier": str(args.classifier), "input": str(args.input),
+                                  "teacher": settings.teacher.identity()})
+        print(f"logged MLflow run {logged['run_id']} ({uri}, experiment {args.experiment}); registered "
+              f"{logged['registered_model']}", file=sys.stderr)
+    return 0
+
+
+def results_command(args: argparse.Namespace) -> int:
+    from learned_attribution.services.results import write_results
+    from learned_attribution.services.tracking import git_commit
+
+    readmes = args.readme or ["README.md", "benchmarks/README.md"]
+    readmes = [] if readmes == ["none"] else [r for r in readmes if r != "none"]
+    written = write_results(args.reports, args.output, readmes, commit=git_commit(Path.cwd()),
+                            base_reports=args.base_reports)
+    print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ExplainInputError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""Small custom Kedro datasets: read-only raw text, and saved Hugging Face models."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from kedro.io import AbstractDataset, DatasetError
+from kedro_datasets.json import JSONDataset
+from kedro_datasets.matplotlib import MatplotlibDataset
+from kedro_datasets.pandas import CSVDataset, ParquetDataset
+from kedro_datasets.partitions import PartitionedDataset
+from kedro_datasets.text import TextDataset
+
+from learned_attribution.core.atomic import atomic_file, atomic_folder
+from learned_attribution.core.data.schema import RawText
+
+
+class RawTextDataset(AbstractDataset[None, RawText]):
+    """A raw file loaded with its path, so parsers can name the file and line at fault.
+
+    Raw data is never written: saving raises.
+    """
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None):
+        self._filepath = Path(filepath)
+        self.metadata = metadata
+
+    def load(self) -> RawText:
+        if not self._filepath.exists():
+            raise DatasetError(f"Raw file {self._filepath} is missing (see data/01_raw/README.md)")
+        return RawText(path=str(self._filepath), text=self._filepath.read_text(encoding="utf-8"))
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self._filepath} is raw data and read-only")
+
+    @property
+    def path(self) -> Path:
+        return self._filepath
+
+    def _exists(self) -> bool:
+        return self._filepath.exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
+
+
+class UnlabeledTextsDataset(AbstractDataset[None, pd.DataFrame]):
+    """A user's unlabeled texts (`inputs.read_inputs`: .txt, .jsonl or .csv) as a frame of `example_id` and `text`
+    (a string, or a list of words for a .jsonl `words` record). Input only: saving raises."""
+
+    def __init__(self, filepath: str, text_column: str = "text", metadata: dict[str, Any] | None = None):
+        self._filepath = Path(filepath)
+        self._text_column = text_column
+        self.metadata = metadata
+
+    def load(self) -> pd.DataFrame:
+        from learned_attribution.core.data.texts import read_inputs
+
+        texts, ids = read_inputs(self._filepath, self._text_column)
+        return pd.DataFrame({"example_id": ids, "text": pd.Series(texts, dtype=object)})
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self._filepath} is an input file and read-only")
+
+    def _exists(self) -> bool:
+        return self._filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "text_column": self._text_column}
+
+
+class TrainedClassifier:
+    """A fine-tuned sequence classifier and its tokenizer, saved together as a Hugging Face folder; `path` is
+    that folder when it was loaded from one (Dask workers load it from there, `distributed.py`)."""
+
+    def __init__(self, model, tokenizer, path: str | Path | None = None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.path = None if path is None else Path(path)
+
+    @classmethod
+    def from_folder(cls, path: str | Path) -> "TrainedClassifier":
+        """Load a folder written by `save_pretrained` (eager attention, eval mode, on the CPU)."""
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        model = AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager")
+        return cls(model.eval(), AutoTokenizer.from_pretrained(path), path)
+
+
+class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier]):
+    """Saves/loads a `TrainedClassifier` with `save_pretrained` / `from_pretrained` (eager attention).
+
+    Its existence check lets `kedro run --only-missing-outputs` skip tasks already trained.
+    """
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None):
+        self._filepath = Path(filepath)
+        self.metadata = metadata
+
+    def load(self) -> TrainedClassifier:
+        if not self._exists():
+            raise DatasetError(f"No trained classifier at {self._filepath}; run the classifier pipeline first")
+        return TrainedClassifier.from_folder(self._filepath)
+
+    def save(self, data: TrainedClassifier) -> None:
+        # Written to a sibling folder, then swapped in: a crash never leaves a half-written model behind.
+        with atomic_folder(self._filepath) as partial:
+            data.model.save_pretrained(partial)
+            data.tokenizer.save_pretrained(partial)
+
+    @property
+    def path(self) -> Path:
+        return self._filepath
+
+    def _exists(self) -> bool:
+        return (self._filepath / "config.json").exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
+
+
+class LearnedExplainerDataset(AbstractDataset):
+    """A trained ExpNet / ExpNet+ as a folder of safetensors weights and a JSON config (`models/artifacts.py`),
+    or with `collection: true` a dict of them as subfolders. Written atomically, so a folder that exists is
+    complete and `--only-missing-outputs` can trust it."""
+
+    def __init__(self, path: str, collection: bool = False, metadata: dict[str, Any] | None = None):
+        self._path = Path(path)
+        self._collection = collection
+        self.metadata = metadata
+
+    def load(self):
+        from learned_attribution.core.models import artifacts
+
+        if not self._exists():
+            raise DatasetError(f"No trained explainer at {self._path}; run `kedro run --pipeline folds`")
+        return artifacts.load_explainers(self._path) if self._collection else artifacts.load_explainer(self._path)
+
+    def save(self, data) -> None:
+        from learned_attribution.core.models import artifacts
+
+        if self._collection:
+            artifacts.save_explainers(data, self._path)
+        else:
+            artifacts.save_explainer(data, self._path)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _exists(self) -> bool:
+        from learned_attribution.core.models.artifacts import is_complete
+
+        if self._collection:
+            return self._path.is_dir() and any(is_complete(p) for p in self._path.iterdir())
+        return is_complete(self._path)
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path), "collection": self._collection}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Complete or absent: every output that `kedro run --only-missing-outputs` may skip is written under a
+# temporary name and renamed into place, so a crash leaves the previous output or none, never half of one.
+class PartsCacheDataset(AbstractDataset[None, Path]):
+    """A folder of resumable work parts (the amortize pipeline's teacher parts, `amortize.teacher_attributions`):
+    loading it gives the folder (created when missing), which the node fills part by part, each part written
+    atomically. Declared in the catalog so the scratch folder is visible in kedro-viz; never saved by Kedro."""
+
+    def __init__(self, path: str, metadata: dict[str, Any] | None = None):
+        self._path = Path(path)
+        self.metadata = metadata
+
+    def load(self) -> Path:
+        self._path.mkdir(parents=True, exist_ok=True)
+        return self._path
+
+    def save(self, data) -> None:
+        raise DatasetError(f"{self._path} is a cache folder that its node fills itself; it is not saved")
+
+    def _exists(self) -> bool:
+        return True
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
+
+
+# ----------------------------------------------------------------------------------------------------
+
+class _FlatInitArgs:
+    """Kedro records a dataset's constructor arguments for `catalog.to_config()`; on a subclass of a kedro-datasets
+    class it wraps the parent's already wrapped `__init__` and records `{"args": (), "kwargs": {...}}`. Keep them
+    flat, as for the parent, so `to_config()` (the notebook, kedro-viz) sees `filepath` and friends."""
+
+    @property
+    def _init_args(self) -> dict:
+        return self.__dict__.get("_flat_init_args", {})
+
+    @_init_args.setter
+    def _init_args(self, value: dict) -> None:
+        if set(value) - {"self"} == {"args", "kwargs"} and not value["args"]:
+            value = dict(value["kwargs"])
+        self.__dict__["_flat_init_args"] = value
+
+
+class _AtomicFileMixin(_FlatInitArgs):
+    """Saved through `atomic.atomic_file`: written to `partial_name(filepath)`, then renamed onto the file."""
+
+    def save(self, data) -> None:
+        final = self._filepath
+        with atomic_file(Path(str(final))) as partial:
+            self._filepath = type(final)(str(partial))
+            try:
+                super().save(data)
+            finally:
+                self._filepath = final
+                self._invalidate_cache()
+
+
+class AtomicCSVDataset(_AtomicFileMixin, CSVDataset):
+    """`pandas.CSVDataset`, written atomically (complete or absent)."""
+
+
+class AtomicParquetDataset(_AtomicFileMixin, ParquetDataset):
+    """`pandas.ParquetDataset`, written atomically (complete or absent)."""
+
+
+class AtomicJSONDataset(_AtomicFileMixin, JSONDataset):
+    """`json.JSONDataset`, written atomically (complete or absent)."""
+
+
+class AtomicTextDataset(_AtomicFileMixin, TextDataset):
+    """`text.TextDataset`, written atomically (complete or absent)."""
+
+
+class AtomicMatplotlibDataset(_AtomicFileMixin, MatplotlibDataset):
+    """`matplotlib.MatplotlibDataset` (one figure), written atomically (complete or absent)."""
+
+
+class AtomicPartitionedDataset(_FlatInitArgs, PartitionedDataset):
+    """A PartitionedDataset whose parts are written into `<path>.partial/`, renamed to `<path>` only when every
+    part is written: a crash mid-way (e.g. 1 of 4 feature parts) leaves no folder, so the node is rerun instead
+    of being skipped with a quarter of its rows."""
+
+    def save(self, data: dict[str, Any]) -> None:
+        final = self._path
+        with atomic_folder(final) as partial:
+            self._path = str(partial)
+            try:
+                super().save(data)
+            finally:
+                self._path = final
+                self._invalidate_caches()
+        self._invalidate_caches()

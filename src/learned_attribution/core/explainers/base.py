@@ -1,0 +1,101 @@
+"""One interface for every token attribution method, and the registry that picks them by name.
+
+An explainer takes a sequence classifier (a Hugging Face encoder of a family in `models/architectures.py`, loaded
+with eager attention) and a padded batch, and returns one score per subword token for the class given in
+`batch.target` (the classifier's predicted class). Higher means more important. Scores at special
+and padding positions are returned but never used: callers mask them with `batch.special_mask`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, ClassVar, Sequence
+
+import torch
+
+from learned_attribution.core.models.runner import pad_batch
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, T] long
+    attention_mask: torch.Tensor  # [B, T] long, 1 = real token
+    target: torch.Tensor | None  # [B] long, the class to explain (the predicted class); see `Attribution.logits`
+    special_mask: torch.Tensor  # [B, T] bool, True at [CLS], [SEP] and padding
+    mask_token_id: int  # token that replaces a "removed" token in perturbation methods
+    pad_token_id: int
+
+    def to(self, device: torch.device) -> "Batch":
+        """The same batch with its tensors on `device`."""
+        return replace(self, input_ids=self.input_ids.to(device), attention_mask=self.attention_mask.to(device),
+                       target=None if self.target is None else self.target.to(device), special_mask=self.special_mask.to(device))
+
+
+@dataclass
+class Attribution:
+    scores: torch.Tensor  # [B, T] float, one score per token for batch.target
+    # Classifier forward passes per example (a gradient method's backward pass rides on its forward
+    # pass and is not counted separately); the cost benchmark measures wall time beside it.
+    model_calls: int
+    # The classifier's logits [B, C] when the explainer's own pass computed them. Learned explainers accept
+    # `batch.target = None` (explain the predicted class) and return them, so that classifying and explaining
+    # new text take one pass (learned_attribution/services/explain.py).
+    logits: torch.Tensor | None = None
+
+
+class Explainer:
+    """Base class: subclasses set `family` and implement `explain`."""
+
+    name: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+    # Signed scores (evidence for and against the class: IG, occlusion, LIME, KernelSHAP, ...) are shown on a
+    # diverging colour scale and summed over a word's subwords; unsigned ones take the word's maximum.
+    signed: ClassVar[bool] = False
+    # `explain` accepts `batch.target = None`: it then explains the class its own forward pass predicts and returns
+    # that pass's logits (`Attribution.logits`), so a caller classifying new text needs no pass of its own.
+    classifies: ClassVar[bool] = False
+    # `explain` reads attention probabilities (eager attention only): a model that cannot return them is refused
+    # with the list of these methods (`architectures.no_attentions_message`).
+    needs_attentions: ClassVar[bool] = False
+
+    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        raise NotImplementedError
+
+
+EXPLAINERS: dict[str, type[Explainer]] = {}
+
+
+def register(name: str) -> Callable[[type[Explainer]], type[Explainer]]:
+    """Class decorator: make an explainer available to `build_explainer(name, ...)`."""
+
+    def add(cls: type[Explainer]) -> type[Explainer]:
+        if name in EXPLAINERS:
+            raise ValueError(f"explainer {name!r} registered twice")
+        cls.name = name
+        EXPLAINERS[name] = cls
+        return cls
+
+    return add
+
+
+def build_explainer(name: str, **settings) -> Explainer:
+    """The explainer registered as `name`, constructed with its settings from parameters."""
+    if name not in EXPLAINERS:
+        raise KeyError(f"unknown explainer {name!r}; registered: {sorted(EXPLAINERS)}")
+    return EXPLAINERS[name](**settings)
+
+
+def predicted_class_probability(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                target: torch.Tensor) -> torch.Tensor:
+    """Softmax probability of `target` per row: the quantity every perturbation method watches."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
+    return torch.softmax(logits.float(), dim=-1).gather(1, target[:, None]).squeeze(1)
+
+
+def make_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | None, *, pad_token_id: int, mask_token_id: int,
+               frame_token_ids: Sequence[int]) -> Batch:
+    """Right-pad token id lists into a `Batch`; `frame_token_ids` ([CLS], [SEP], [PAD]) and padding are special."""
+    ids, attention_mask = pad_batch(input_ids, pad_token_id)
+    special = torch.isin(ids, torch.as_tensor(list(frame_token_ids), dtype=torch.long)) | (attention_mask == 0)
+    target = None if target is None else torch.as_tensor(list(target), dtype=torch.long)
+    return Batch(input_ids=ids, attention_mask=attention_mask, target=target,
+                 special_mask=special, mask_token_id=mask_token_id, pad_token_id=pad_token_id)

@@ -1,0 +1,59 @@
+"""The learned explainers: the paper's ExpNet, ExpNet+ (issues 06, 12) and the amortized student (issue 14), each one
+pass of the classifier for the signals its variant reads, then a tiny network (`models/learned`). The three names
+apply the same class to a fold's two trained variants and to a student."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from learned_attribution.core.models.learned import LearnedExplainer
+from learned_attribution.core.models.signals import TokenVocabulary, signals_and_logits
+
+from .base import Attribution, Batch, Explainer, register
+
+
+class LearnedMethod(Explainer):
+    """A trained `LearnedExplainer` applied to a classifier: its variant's signals from one pass (variants with
+    gradient sets add a backward pass through the last layer, the `saliency` set through all layers), its input
+    pipeline, its networks."""
+
+    family = "learned"
+    classifies = True
+    needs_attentions = True
+
+    def __init__(self, model: LearnedExplainer, layer: int = -1, vocabulary: TokenVocabulary | None = None):
+        self.model = model
+        self.layer = layer
+        self.vocabulary = vocabulary
+
+    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        signals, logits = signals_and_logits(model, batch.input_ids, batch.attention_mask, batch.target,
+                                             self.model.variant.feature_sets, self.layer, self.vocabulary)
+        # Only real tokens enter the network (within-example statistics must not see [CLS], [SEP], padding).
+        keep = ~batch.special_mask.cpu().numpy()
+        rows = signals.detach().cpu().numpy()[keep]
+        example_ids = np.nonzero(keep)[0]
+        probabilities = np.zeros(keep.shape, dtype=np.float32)
+        probabilities[keep] = self.model.predict(rows, example_ids)
+        scores = torch.as_tensor(probabilities, dtype=torch.float32)
+        return Attribution(scores=scores.to(batch.input_ids.device), model_calls=1, logits=logits)
+
+
+@register("expnet_paper")
+class ExpNetExplainer(LearnedMethod):
+    """The paper's ExpNet (SPEC §5-6): token probabilities from the explained classifier's attention only
+    (2H inputs: [CLS] -> token and token -> [CLS] per head of one layer)."""
+
+
+@register("expnet_plus")
+class ExpNetPlusExplainer(LearnedMethod):
+    """ExpNet+ (issue 06): the fold's chosen variant over the signals it reads (see `models/signals.py`)."""
+
+
+@register("student")
+class StudentExplainer(LearnedMethod):
+    """An amortized student (issue 14, `amortize.py`): trained to reproduce an expensive method (its teacher) on
+    its classifier's unlabeled texts; it reads no rationale. Its scores rank tokens as the teacher would (a
+    probability-like score, not a rationale probability: its rationale is the top-k rule)."""
+
+    family = "amortized"

@@ -1,0 +1,293 @@
+"""Gradient-family baselines (SPEC §8): Saliency, Input x Gradient, Integrated Gradients, Grad-CAM.
+
+Saliency, Input x Gradient and Integrated Gradients differentiate with respect to the output of the
+classifier's word-embedding layer (`model.get_input_embeddings()`), so the "input embedding" of a token is the
+output of that layer, before position/segment embeddings and LayerNorm are added: the quantities of captum's
+`LayerGradientXActivation` and `LayerIntegratedGradients` on that layer (tested against them). They are
+computed here rather than through captum so that a batch costs only what the method needs: one forward and
+one backward pass for the gradient methods, and for Integrated Gradients passes that hold the interpolation
+steps of texts of one length, unpadded, instead of every step at the batch's longest length. All of them
+explain the target-class *logit* (gradients of a softmax probability saturate). Grad-CAM on tokens has no
+captum equivalent (captum's LayerGradCam averages gradients over the hidden dimension, i.e. per token, which
+is not Grad-CAM's per-feature weighting), so it is written here too.
+
+With `batch.target = None` every method here explains the class its own forward pass predicts and returns
+that pass's logits (`Explainer.classifies`). Every score at a padding position is set to 0; padding never
+changes the scores of real tokens because padded keys receive zero attention.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import torch
+from captum.attr._utils.approximation_methods import approximation_parameters
+
+from learned_attribution.core.models.runner import eval_mode
+
+from .base import Attribution, Batch, Explainer, register
+
+
+def logits_function(model: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """`(input_ids, attention_mask) -> logits [B, C]`: the forward function captum would differentiate."""
+
+    def forward(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    return forward
+
+
+def zero_padding(scores: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Scores with every padding position set to 0 (float32, detached)."""
+    return (scores.detach().float() * attention_mask.to(scores.device).bool()).float()
+
+
+def pad_baseline_ids(batch: Batch) -> torch.Tensor:
+    """Integrated Gradients' baseline: [PAD] at every real non-special token, [CLS]/[SEP]/padding kept."""
+    return torch.where(batch.special_mask, batch.input_ids, torch.full_like(batch.input_ids, batch.pad_token_id))
+
+
+def require_positive_int(value: object, parameter: str) -> None:
+    """Raise a ValueError naming the explainer setting `parameter` unless `value` is an int >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"explainer setting {parameter}={value!r}: must be a positive integer")
+
+
+def target_of(target: torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor:
+    """The class to explain per row: `target`, or the predicted class when it is None."""
+    return logits.detach().argmax(dim=-1) if target is None else target.to(logits.device)
+
+
+def target_logit_sum(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Sum over rows of each row's target logit: its gradient gives every row its own (rows never interact)."""
+    return logits.gather(1, target[:, None]).sum()
+
+
+class WordEmbeddingLeaf:
+    """A forward hook on the word-embedding layer that makes its output a leaf of the autograd graph (`leaf`),
+    optionally replaced by given values (`replacement`). The backward pass then stops there (nothing below the
+    layer is needed), and the gradient exists even when the embedding weights are frozen."""
+
+    def __init__(self, model: torch.nn.Module, replacement: torch.Tensor | None = None) -> None:
+        self.layer = model.get_input_embeddings()
+        self.replacement = replacement
+        self.leaf: torch.Tensor | None = None
+
+    def _hook(self, _module: torch.nn.Module, _inputs: tuple, output: torch.Tensor) -> torch.Tensor:
+        if self.leaf is not None:
+            raise RuntimeError("the word-embedding layer ran twice in one forward pass; expected once")
+        values = output if self.replacement is None else self.replacement
+        if values.shape != output.shape:
+            raise ValueError(f"replacement embeddings {tuple(values.shape)} for an output of {tuple(output.shape)}")
+        self.leaf = values.detach().requires_grad_(True)
+        return self.leaf
+
+    def __enter__(self) -> "WordEmbeddingLeaf":
+        self._handle = self.layer.register_forward_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._handle.remove()
+
+
+def embedding_gradients(model: torch.nn.Module, batch: Batch,
+                        multiply_by_inputs: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(d logit[target] / d word-embedding output [B, T, H], times that output when `multiply_by_inputs`;
+    logits [B, C]; the explained class [B]) from one forward and one backward pass. `batch.target` None:
+    the predicted class."""
+    with eval_mode(model), torch.enable_grad(), WordEmbeddingLeaf(model) as tap:
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+        target = target_of(batch.target, logits)
+        (gradients,) = torch.autograd.grad(target_logit_sum(logits, target), tap.leaf)
+    return (gradients * tap.leaf.detach() if multiply_by_inputs else gradients), logits.detach(), target
+
+
+@register("saliency")
+@dataclass
+class Saliency(Explainer):
+    """L2 norm over the hidden dimension of the target logit's gradient w.r.t. each token's input embedding."""
+
+    family = "gradient"
+    classifies = True
+
+    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        gradients, logits, _ = embedding_gradients(model, batch, multiply_by_inputs=False)
+        return Attribution(scores=zero_padding(gradients.norm(dim=-1), batch.attention_mask), model_calls=1,
+                           logits=logits)
+
+
+@register("input_x_gradient")
+@dataclass
+class InputXGradient(Explainer):
+    """Dot product of the target logit's gradient and the token's input embedding (sum over hidden)."""
+
+    family = "gradient"
+    signed = True
+    classifies = True
+
+    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        products, logits, _ = embedding_gradients(model, batch, multiply_by_inputs=True)
+        return Attribution(scores=zero_padding(products.sum(dim=-1), batch.attention_mask), model_calls=1,
+                           logits=logits)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Integrated Gradients
+# ----------------------------------------------------------------------------------------------------
+
+def row_lengths(attention_mask: torch.Tensor) -> list[int]:
+    """Per row: the position of its last real token + 1 (its length; right padding follows it)."""
+    positions = torch.arange(1, attention_mask.shape[1] + 1, device=attention_mask.device)
+    return (positions * (attention_mask != 0)).amax(dim=1).tolist()
+
+
+def pack_passes(lengths: Sequence[int], n_steps: int, max_rows: int | None,
+                mix_lengths: bool) -> list[list[tuple[int, int]]]:
+    """The forward passes that cover every (row, step) pair once: lists of pairs, at most `max_rows` each
+    (None: no bound), rows taken shortest first and each row's steps together. Unless `mix_lengths`, a pass
+    holds rows of one length only, so no pass computes padding."""
+    order = sorted(range(len(lengths)), key=lambda row: lengths[row])  # stable: ties keep the batch order
+    limit = max_rows or len(lengths) * n_steps
+    passes: list[list[tuple[int, int]]] = []
+    current: list[tuple[int, int]] = []
+    current_length = None
+    for row in order:
+        if current and not mix_lengths and lengths[row] != current_length:
+            passes.append(current)
+            current = []
+        current_length = lengths[row]
+        for step in range(n_steps):
+            current.append((row, step))
+            if len(current) == limit:
+                passes.append(current)
+                current = []
+    if current:
+        passes.append(current)
+    return passes
+
+
+@register("integrated_gradients")
+@dataclass
+class IntegratedGradients(Explainer):
+    """Integrated Gradients on the word embeddings from the [PAD] baseline, summed over hidden; the quantity of
+    captum's `LayerIntegratedGradients` on that layer (same quadrature: `method`, `n_steps`).
+
+    Completeness: a row's scores sum to logit(x) - logit(baseline) of the target class, up to the
+    quadrature error that `last_convergence_delta` (per example, from the last call) reports.
+    `internal_batch_size` bounds the interpolated sequences per forward pass (None: no bound). Each text's
+    steps run at its own length: a pass holds the steps of texts of one length (`mix_lengths` False), or
+    of texts next to each other in length order, padded to the longest of them (True). None (default):
+    one length per pass on the CPU, where a pass costs in proportion to the tokens it holds, so padding is
+    pure waste; mixed elsewhere (GPUs), where few full passes beat many small ones.
+    """
+
+    family = "gradient"
+    signed = True
+    classifies = True
+    n_steps: int = 20
+    internal_batch_size: Optional[int] = 64
+    method: str = "gausslegendre"
+    mix_lengths: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        require_positive_int(self.n_steps, "n_steps")
+        if self.internal_batch_size is not None:
+            require_positive_int(self.internal_batch_size, "internal_batch_size")
+        if self.mix_lengths is not None and not isinstance(self.mix_lengths, bool):
+            raise ValueError(f"explainer setting mix_lengths={self.mix_lengths!r}: must be true, false or null")
+        approximation_parameters(self.method)  # an unknown method fails here, not on the first batch
+        self.last_convergence_delta: Optional[torch.Tensor] = None
+
+    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        lengths = row_lengths(batch.attention_mask)
+        mix = batch.input_ids.device.type != "cpu" if self.mix_lengths is None else self.mix_lengths
+        with eval_mode(model):
+            embedding = model.get_input_embeddings()
+            with torch.no_grad():
+                inputs, baselines = embedding(batch.input_ids), embedding(pad_baseline_ids(batch))
+            logits, endpoint_difference, target = self._endpoints(model, batch, inputs, baselines, lengths, mix)
+            total_gradients = self._path_gradients(model, batch, inputs, baselines, target, lengths, mix)
+        attributions = total_gradients * (inputs - baselines).float()
+        self.last_convergence_delta = attributions.sum(dim=(1, 2)) - endpoint_difference
+        # n_steps forward+backward passes on the path, and one forward pass at each end (the target's logit
+        # at the input and at the baseline, for the convergence delta and, without a target, the class).
+        return Attribution(scores=zero_padding(attributions.sum(dim=-1), batch.attention_mask),
+                           model_calls=self.n_steps + 2, logits=logits)
+
+    def _endpoints(self, model: torch.nn.Module, batch: Batch, inputs: torch.Tensor, baselines: torch.Tensor,
+                   lengths: list[int], mix: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(logits at the inputs [B, C], target logit at the input minus at the baseline [B], target [B]):
+        forward passes over the inputs and baselines, packed like the path steps. The baseline is the path's start,
+        the [PAD] word embeddings fed in place of the text's (as every step is), never the [PAD] ids themselves:
+        RoBERTa, XLM-R and MPNet derive position ids from the ids, so [PAD] ids would also move every position."""
+        ends: dict[tuple[int, int], torch.Tensor] = {}
+        with torch.no_grad():
+            for rows in pack_passes(lengths, 2, self.internal_batch_size, mix):
+                width = max(lengths[row] for row, _ in rows)
+                index = torch.as_tensor([row for row, _ in rows], device=batch.input_ids.device)
+                at_baseline = torch.as_tensor([end == 1 for _, end in rows], device=batch.input_ids.device)
+                embedded = torch.where(at_baseline[:, None, None], baselines[index, :width], inputs[index, :width])
+                with WordEmbeddingLeaf(model, embedded):
+                    out = model(input_ids=batch.input_ids[index, :width],
+                                attention_mask=batch.attention_mask[index, :width]).logits.float()
+                ends.update(zip(rows, out))
+        logits = torch.stack([ends[(row, 0)] for row in range(len(lengths))])
+        target = target_of(batch.target, logits)
+        baseline_logits = torch.stack([ends[(row, 1)] for row in range(len(lengths))])
+        rows = torch.arange(len(lengths), device=logits.device)
+        return logits, logits[rows, target] - baseline_logits[rows, target], target
+
+    def _path_gradients(self, model: torch.nn.Module, batch: Batch, inputs: torch.Tensor, baselines: torch.Tensor,
+                        target: torch.Tensor, lengths: list[int], mix: bool) -> torch.Tensor:
+        """[B, T, H]: the quadrature-weighted sum over the path's steps of d logit[target] / d embeddings."""
+        device = inputs.device
+        step_sizes_of, alphas_of = approximation_parameters(self.method)
+        alphas = torch.as_tensor(alphas_of(self.n_steps), dtype=inputs.dtype, device=device)
+        step_sizes = torch.as_tensor(step_sizes_of(self.n_steps), dtype=torch.float32, device=device)
+        total = torch.zeros(inputs.shape, dtype=torch.float32, device=device)
+        for rows in pack_passes(lengths, self.n_steps, self.internal_batch_size, mix):
+            width = max(lengths[row] for row, _ in rows)
+            index = torch.as_tensor([row for row, _ in rows], device=device)
+            steps = torch.as_tensor([step for _, step in rows], device=device)
+            start, end = baselines[index, :width], inputs[index, :width]
+            scaled = start + alphas[steps, None, None] * (end - start)
+            with torch.enable_grad(), WordEmbeddingLeaf(model, scaled) as tap:
+                logits = model(input_ids=batch.input_ids[index, :width],
+                               attention_mask=batch.attention_mask[index, :width]).logits
+                (gradients,) = torch.autograd.grad(target_logit_sum(logits, target[index]), tap.leaf)
+            total[:, :width].index_add_(0, index, gradients.float() * step_sizes[steps, None, None])
+        return total
+
+
+# ----------------------------------------------------------------------------------------------------
+# Grad-CAM
+# ----------------------------------------------------------------------------------------------------
+
+def last_layer_gradcam(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """([B, T] Grad-CAM on tokens at the last encoder layer, logits [B, C]).
+
+    With h the last layer's hidden states and g = d logit[target] / d h, the weight of feature f is the
+    mean of g over the example's real tokens (padding excluded, so padding cannot dilute it), and
+    score_j = ReLU(sum_f weight_f * h_jf). `batch.target` None: the predicted class.
+    """
+    with eval_mode(model), torch.enable_grad():
+        output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
+        hidden = output.hidden_states[-1]
+        target = target_of(batch.target, output.logits)
+        (gradients,) = torch.autograd.grad(target_logit_sum(output.logits, target), hidden)
+    real = batch.attention_mask.to(hidden.dtype)[:, :, None]
+    weights = (gradients * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)
+    return torch.relu((hidden.detach() * weights[:, None, :]).sum(dim=-1)), output.logits.detach()
+
+
+@register("grad_cam")
+@dataclass
+class GradCam(Explainer):
+    """Grad-CAM applied to tokens at the last encoder layer (see `last_layer_gradcam`)."""
+
+    family = "gradient"
+    classifies = True
+
+    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        scores, logits = last_layer_gradcam(model, batch)
+        return Attribution(scores=zero_padding(scores, batch.attention_mask), model_calls=1, logits=logits)

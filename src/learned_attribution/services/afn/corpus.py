@@ -1,0 +1,137 @@
+"""The AFN corpus: sentiment-bearing SST phrases, drawn seeded from the labelled tree nodes, plus user files.
+
+A phrase is the word span of one SST tree node whose label is not neutral (label != 2) and that covers
+`min_words`..`max_words` words. Nested nodes of one sentence overlap heavily ("is still charming",
+"still charming ."), so the corpus takes at most one phrase per tree sentence: a seeded sample of
+sentences, then a seeded phrase of each.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from learned_attribution.core.data.schema import RawText
+from learned_attribution.core.data.sst import TreeParseError, parse_tree
+
+from .words import split_words
+
+NEUTRAL_LABEL = 2
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """One labelled SST phrase: its words, its 0-4 label and where it comes from."""
+
+    words: tuple[str, ...]
+    label: int
+    split: str
+    line: int  # 1-based line of the tree in its file
+    start: int  # index of the phrase's first word in the tree sentence
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An input left out, with the reason (collected into the run's skip table and counted in the report)."""
+
+    stage: str  # corpus, pairs, strength or shift
+    item: str  # file:line, sentence id or pair id
+    reason: str  # a short category, counted in the report
+    detail: str = ""
+
+    def as_row(self) -> dict:
+        return {"stage": self.stage, "item": self.item, "reason": self.reason, "detail": self.detail}
+
+
+SKIP_COLUMNS = ["stage", "item", "reason", "detail"]
+
+
+def check_word_range(min_words: int, max_words: int, parameter: str) -> None:
+    """Reject a phrase-length range that selects nothing."""
+    if not (isinstance(min_words, int) and isinstance(max_words, int)) or min_words < 1 or max_words < min_words:
+        raise ValueError(f"parameters {parameter}.min_words={min_words!r} / max_words={max_words!r}: need "
+                         "integers with 1 <= min_words <= max_words")
+
+
+def sst_phrases(trees: RawText, split: str, min_words: int, max_words: int) -> list[list[Phrase]]:
+    """All non-neutral phrases of `min_words`..`max_words` words, grouped per tree sentence (one list per
+    line; sentences without such a phrase are left out). A tree that does not parse raises with its line."""
+    check_word_range(min_words, max_words, "afn")
+    grouped = []
+    for line_no, line in enumerate(trees.lines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            words, nodes = parse_tree(line)
+        except TreeParseError as error:
+            raise TreeParseError(f"{trees.path}, line {line_no}: {error}") from error
+        phrases, seen = [], set()
+        for node in nodes:
+            span = tuple(words[node.start:node.end])
+            if node.label != NEUTRAL_LABEL and min_words <= len(span) <= max_words and span not in seen:
+                seen.add(span)
+                phrases.append(Phrase(span, node.label, split, line_no, node.start))
+        if phrases:
+            grouped.append(phrases)
+    return grouped
+
+
+def sample_phrases(grouped: list[list[Phrase]], n_phrases: int, seed: int) -> list[Phrase]:
+    """A seeded sample of `n_phrases` phrases, at most one per tree sentence and no repeated text
+    (case-insensitive). Raises when the data hold fewer candidate sentences than asked for."""
+    if n_phrases < 1:
+        raise ValueError(f"parameter afn.corpus.n_phrases={n_phrases!r}: must be at least 1")
+    rng = random.Random(seed)
+    order = list(range(len(grouped)))
+    rng.shuffle(order)
+    chosen, texts = [], set()
+    for index in order:
+        phrase = rng.choice(grouped[index])
+        text = " ".join(phrase.words).lower()
+        if text in texts:
+            continue
+        texts.add(text)
+        chosen.append(phrase)
+        if len(chosen) == n_phrases:
+            return chosen
+    raise ValueError(f"parameter afn.corpus.n_phrases={n_phrases}: the SST trees hold only {len(chosen)} "
+                     "sentences with a distinct phrase in the configured word range")
+
+
+def read_user_sentences(path: str | Path) -> tuple[list[tuple[int, list[str]]], list[Skip]]:
+    """A user file of sentences, one per line (UTF-8): (line number, words) per sentence. Words are split off
+    like the SST trees' (`words.split_words`). Empty lines are skipped and counted."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"parameter afn.corpus.user_sentences_file={str(path)!r}: no such file")
+    sentences, skips = [], []
+    for line_no, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        words = split_words(line)
+        if not words:
+            skips.append(Skip("corpus", f"{file}:{line_no}", "empty sentence"))
+            continue
+        sentences.append((line_no, words))
+    return sentences, skips
+
+
+def read_user_pairs(path: str | Path) -> tuple[list[tuple[int, str, str]], list[Skip]]:
+    """A user TSV of sentence pairs, `sentence_a<TAB>sentence_b`, no header: (line number, a, b) per pair.
+    Blank lines are ignored; a line without exactly two tab-separated columns raises with the file and
+    line; a pair with an empty side is skipped and counted."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"parameter afn.pairs.user_pairs_file={str(path)!r}: no such file")
+    pairs, skips = [], []
+    for line_no, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        columns = line.split("\t")
+        if len(columns) != 2:
+            raise ValueError(f"{file}, line {line_no}: expected 2 tab-separated columns "
+                             f"(sentence_a<TAB>sentence_b), found {len(columns)}")
+        a, b = (column.strip() for column in columns)
+        if not a or not b:
+            skips.append(Skip("pairs", f"{file}:{line_no}", "empty sentence in pair"))
+            continue
+        pairs.append((line_no, a, b))
+    return pairs, skips

@@ -1,0 +1,142 @@
+"""The teacher: an expensive method on many texts, in resumable parts, in process or on Dask (issue 14)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from learned_attribution.core.explainers import EXPLAINERS, build_explainer
+from learned_attribution.core.models.artifacts import classifier_fingerprint
+
+logger = logging.getLogger(__name__)
+
+
+TEACHER_BUDGETS = {"kernel_shap": "n_samples", "lime": "n_samples", "integrated_gradients": "n_steps",
+                   "occlusion": None}
+PART_COLUMNS = ["example_id", "scores", "error"]
+
+
+@dataclass(frozen=True)
+class Teacher:
+    """An expensive attribution method from the registry, with its settings (`n_samples`, `n_steps`, ...)."""
+
+    method: str = "kernel_shap"
+    settings: dict = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.method not in TEACHER_BUDGETS:
+            raise ValueError(f"teacher {self.method!r} is not one of {sorted(TEACHER_BUDGETS)}")
+        self.explainer()  # unknown or invalid settings fail here, naming the setting
+
+    def explainer(self):
+        try:
+            return build_explainer(self.method, **self.settings)
+        except TypeError as error:
+            raise ValueError(f"teacher {self.method}: unknown setting in {sorted(self.settings)} ({error})") from error
+
+    @property
+    def budget(self) -> int | None:
+        key = TEACHER_BUDGETS[self.method]
+        if key is None:
+            return None
+        return int(self.settings.get(key, getattr(EXPLAINERS[self.method], key)))
+
+    def at_budget(self, factor: int) -> "Teacher":
+        """The same method at `factor` x the budget; a sampling teacher also draws with another seed, so the
+        reference's noise is independent of the training labels'."""
+        key = TEACHER_BUDGETS[self.method]
+        if key is None:
+            return self
+        settings = {**self.settings, key: self.budget * int(factor)}
+        if "seed" in EXPLAINERS[self.method].__dataclass_fields__:
+            settings["seed"] = int(self.settings.get("seed", 0)) + 1
+        return Teacher(self.method, settings)
+
+    def describe(self) -> str:
+        settings = ", ".join(f"{k} {v}" for k, v in sorted(self.settings.items()))
+        return f"{self.method} ({settings})" if settings else self.method
+
+    def identity(self) -> str:
+        return json.dumps({"method": self.method, "settings": self.settings}, sort_keys=True)
+
+
+@dataclass
+class TeacherRun:
+    scores: pd.DataFrame  # example_id, scores (one per non-special token), in the order of the examples
+    failures: pd.DataFrame  # example_id, error
+    seconds: float  # wall time of the parts computed in this call
+    n_computed: int  # examples in the parts computed in this call (the others were read back from the cache)
+    reused_parts: int
+
+
+def _part_name(index: int, identity: str, fingerprint: str, rows: pd.DataFrame) -> str:
+    digest = hashlib.sha256(f"{identity}|{fingerprint}".encode())
+    for example_id, ids, target in zip(rows["example_id"], rows["input_ids"], rows["predicted"]):
+        digest.update(f"{example_id}:{list(map(int, ids))}:{int(target)};".encode())
+    return f"part-{index:05d}-{digest.hexdigest()[:12]}.parquet"
+
+
+def teacher_attributions(classifier, examples: pd.DataFrame, teacher: Teacher, cache: str | Path, *,
+                         part_size: int = 64, batch_size: int = 16, dask=None,
+                         progress: bool = True) -> TeacherRun:
+    """`teacher` on every example (`example_id`, `input_ids`, `predicted`) for its predicted class, `part_size`
+    examples a part, each part written atomically into `cache` and reused by a later call with the same inputs
+    (a killed run resumes). With `dask` (`distributed.DaskSettings`), each part's batches run as Dask tasks."""
+    from learned_attribution.services.distributed import dask_client, explain_on_dask
+    from learned_attribution.services.evaluation import explain_examples
+
+    if isinstance(part_size, bool) or not isinstance(part_size, int) or part_size < 1:
+        raise ValueError(f"parameter part_size={part_size!r}: must be a positive integer")
+    cache = Path(cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    examples = examples.reset_index(drop=True)
+    fingerprint = classifier_fingerprint(classifier.model)
+    chunks = [examples.iloc[start:start + part_size] for start in range(0, len(examples), part_size)]
+    names = [_part_name(i, teacher.identity(), fingerprint, chunk) for i, chunk in enumerate(chunks)]
+    todo = [(name, chunk) for name, chunk in zip(names, chunks) if not (cache / name).is_file()]
+    n_computed = sum(len(chunk) for _, chunk in todo)
+    if len(todo) < len(chunks):
+        logger.info("teacher %s: %d of %d parts already in %s (resumed)", teacher.describe(),
+                    len(chunks) - len(todo), len(chunks), cache)
+    started = time.perf_counter()
+    with (dask_client(dask) if dask is not None and todo else nullcontext()) as client:
+        for name, chunk in tqdm(todo, desc=f"teacher {teacher.method}", unit="part", disable=not progress):
+            if client is None:
+                run = explain_examples(classifier.model, classifier.tokenizer, chunk,
+                                       {teacher.method: teacher.explainer()}, batch_size)
+            else:
+                run = explain_on_dask(client, classifier, chunk, {teacher.method: teacher.settings}, batch_size, dask)
+            _write_part(cache / name, chunk, run)
+    seconds = time.perf_counter() - started
+    parts = pd.concat([pd.read_parquet(cache / name) for name in names], ignore_index=True) if names else \
+        pd.DataFrame(columns=PART_COLUMNS)
+    failed = parts["error"].notna()
+    failures = parts.loc[failed, ["example_id", "error"]].reset_index(drop=True)
+    if len(failures):
+        logger.warning("teacher %s failed on %d of %d texts (left out of the student's training):\n%s",
+                       teacher.describe(), len(failures), len(parts), failures.head(20).to_string(index=False))
+    scores = parts.loc[~failed, ["example_id", "scores"]].reset_index(drop=True)
+    scores["scores"] = scores["scores"].map(lambda s: np.asarray(s, dtype=np.float32))
+    return TeacherRun(scores, failures, seconds, n_computed, len(chunks) - len(todo))
+
+
+def _write_part(path: Path, chunk: pd.DataFrame, run) -> None:
+    """One part: every example of `chunk`, with its scores or the error it failed with (complete or absent)."""
+    from learned_attribution.core.atomic import atomic_file
+
+    scores = dict(zip(run.scores.get("example_id", []), run.scores.get("scores", [])))
+    errors = dict(zip(run.failures["example_id"], run.failures["error"]))
+    frame = pd.DataFrame({"example_id": chunk["example_id"].to_numpy(),
+                          "scores": [scores.get(i) for i in chunk["example_id"]],
+                          "error": [None if i in scores else errors.get(i, "no scores returned")
+                                    for i in chunk["example_id"]]})
+    with atomic_file(path) as partial:
+        frame.to_parquet(partial, index=False)

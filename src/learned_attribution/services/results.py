@@ -1,0 +1,593 @@
+"""The results record, written from a run's own reports: `docs/results.md` and README's headline table.
+
+    learned-attribution results                        # data/08_reporting -> docs/results.md + README's table
+    learned-attribution results --reports data/smoke/08_reporting --output /tmp/results.md --readme none
+
+Every number comes from a file the pipeline or a benchmark wrote under the reports folder
+(`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
+`crosstask/explain_cost_<task>.csv`, `node_timings.csv`, `afn_report.md`, `benchmarks/*.csv`); a report that is
+missing leaves its section out and the document says which. Nothing is typed in by hand, so the document is
+right for the machine and run it was generated from and is simply regenerated on another. Marked blocks
+(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in
+place with the same tables.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from learned_attribution.core.atomic import write_text_atomically
+from learned_attribution.services.evaluation import cost_plausibility, matched_baselines
+from learned_attribution.services.reporting import PAPER_REFERENCE, interval_text, markdown_table
+from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
+
+LEARNED_NAMES = {"expnet_plus": "ExpNet+", "expnet_paper": "paper's ExpNet"}
+
+
+class ResultsError(ValueError):
+    """The reports folder cannot give the document (named file missing or unreadable)."""
+
+
+
+
+@dataclass(frozen=True)
+class FoldHeadline:
+    """One fold's headline numbers (matched rule, all rationale test examples)."""
+
+    fold: str
+    n_examples: int
+    variant: str
+    expnet_plus: pd.Series
+    paper: pd.Series
+    best_by_auroc: pd.Series
+    best_by_f1: pd.Series
+    all_tokens_f1: float
+    random_auroc: float
+
+
+def fold_headlines(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> list[FoldHeadline]:
+    """Per fold: ExpNet+, the paper's ExpNet and the best baselines (by AUROC, by matched F1, among the methods run
+    on every example), with the floors."""
+    out = []
+    for fold, rows in metrics.groupby("fold", sort=False):
+        matched = rows[(rows["subset"] == "all") & (rows["rule"] == "matched")].set_index("method")
+        floors = rows[(rows["subset"] == "all") & (rows["family"] == "floor")].set_index("method")
+        baselines = matched_baselines(rows)
+        if not {"expnet_plus", "expnet_paper"} <= set(matched.index) or not len(baselines):
+            continue
+        variant = "?"
+        if ablation is not None and len(ablation):
+            chosen = ablation[(ablation["fold"] == fold) & (ablation["selected"] == True)]  # noqa: E712 (column of bools)
+            variant = str(chosen["variant"].iloc[0]) if len(chosen) else "?"
+        out.append(FoldHeadline(
+            fold=str(fold), n_examples=int(matched.at["expnet_plus", "n_examples"]), variant=variant,
+            expnet_plus=matched.loc["expnet_plus"], paper=matched.loc["expnet_paper"],
+            best_by_auroc=baselines.sort_values("auroc", ascending=False).iloc[0],
+            best_by_f1=baselines.sort_values("f1", ascending=False).iloc[0],
+            all_tokens_f1=float(floors.at["all_tokens", "f1"]) if "all_tokens" in floors.index else float("nan"),
+            random_auroc=float(floors.at["random", "auroc"]) if "random" in floors.index else float("nan")))
+    return out
+
+
+def headline_table(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> str:
+    """Markdown: per fold ExpNet+, the paper's ExpNet and the best baseline, AUROC and matched F1 with 95% intervals,
+    the floors, and whether ExpNet+ is above the best baseline (and with intervals apart)."""
+    lines = ["| held-out task | ExpNet+ AUROC | paper's ExpNet AUROC | best baseline AUROC | ExpNet+ F1 | "
+             "paper's ExpNet F1 | best baseline F1 | floors: random AUROC, all-tokens F1 | ExpNet+ vs best baseline |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for h in fold_headlines(metrics, ablation):
+        plus, auroc_best, f1_best = h.expnet_plus, h.best_by_auroc, h.best_by_f1
+        verdicts = []
+        for metric, best in (("auroc", auroc_best), ("f1", f1_best)):
+            name = "AUROC" if metric == "auroc" else "F1"
+            if plus[f"{metric}_low"] > best[f"{metric}_high"]:
+                verdicts.append(f"{name} above, intervals apart")
+            elif plus[f"{metric}_high"] < best[f"{metric}_low"]:
+                verdicts.append(f"{name} below, intervals apart")
+            else:
+                verdicts.append(f"{name} {'above' if plus[metric] > best[metric] else 'below'} (intervals overlap)")
+        lines.append(
+            f"| {h.fold[len(FOLD_PREFIX):]} (n = {h.n_examples}) | **{interval_text(plus, 'auroc')}** ({h.variant}) | "
+            f"{interval_text(h.paper, 'auroc')} | {auroc_best['method']} {interval_text(auroc_best, 'auroc')} | "
+            f"**{interval_text(plus, 'f1')}** | {interval_text(h.paper, 'f1')} | {f1_best['method']} {interval_text(f1_best, 'f1')} | "
+            f"{h.random_auroc:.3f}, {h.all_tokens_f1:.3f} | {'; '.join(verdicts)} |")
+    return "\n".join(lines)
+
+
+def shape_free_table(ablation: pd.DataFrame) -> str:
+    """Markdown: per fold, the chosen ExpNet+ variant beside the shape-free variant the fold keeps for classifiers of
+    other shapes (the best shape-free one by validation AUROC) and every other shape-free candidate: what crossing
+    architectures costs on the fold's own architecture (held-out AUROC and matched F1 with 95% intervals)."""
+    lines = ["| held-out task | variant | role | validation AUROC | held-out AUROC | matched F1 | AUROC minus the chosen's |",
+             "|---|---|---|---|---|---|---|"]
+    variants = ablation[ablation["val_auroc"].notna()]
+    for fold, rows in variants.groupby("fold", sort=False):
+        chosen = rows[rows["selected"] == True]  # noqa: E712 (column of bools)
+        free = rows[rows["shape_free"] == True].sort_values("val_auroc", ascending=False)  # noqa: E712
+        if not len(chosen) or not len(free):
+            continue
+        chosen = chosen.iloc[0]
+        kept = free.iloc[0]["variant"]
+        shown = [(chosen, "chosen" + (", shape-free" if chosen["shape_free"] else ""))]
+        shown += [(r, "kept for other shapes" if r["variant"] == kept else "shape-free candidate")
+                  for _, r in free.iterrows() if r["variant"] != chosen["variant"]]
+        references = ablation[(ablation["fold"] == fold) & ablation["description"].isin(["best baseline", "floor"])]
+        shown += [(r, r["description"]) for _, r in references.iterrows()]
+        for row, role in shown:
+            difference = "" if row["variant"] == chosen["variant"] else f"{row['auroc'] - chosen['auroc']:+.3f}"
+            validation = f"{row['val_auroc']:.4f}" if pd.notna(row["val_auroc"]) else ""
+            lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {row['variant']} | {role} | {validation} | "
+                         f"{interval_text(row, 'auroc')} | {interval_text(row, 'f1_matched')} | {difference} |")
+    return "\n".join(lines)
+
+
+def paper_comparison_table(metrics: pd.DataFrame) -> str:
+    """Markdown: the paper's matched F1 (bert-base) beside this run's, per held-out task."""
+    lines = ["| held-out task | paper: ExpNet F1 | paper: best baseline F1 | here: paper's ExpNet F1 | "
+             "here: best baseline F1 | the paper's claim (ExpNet above every baseline) here |", "|---|---|---|---|---|---|"]
+    for h in fold_headlines(metrics, None):
+        task = h.fold[len(FOLD_PREFIX):]
+        reference = PAPER_REFERENCE.get(task, {})
+        holds = h.paper["f1"] > h.best_by_f1["f1"]
+        lines.append(f"| {task} | {reference.get('expnet_f1', float('nan')):.3f} | {reference.get('best_baseline', '?')} "
+                     f"{reference.get('best_baseline_f1', float('nan')):.3f} | {h.paper['f1']:.3f} | "
+                     f"{h.best_by_f1['method']} {h.best_by_f1['f1']:.3f} | {'holds' if holds else 'does not hold'} |")
+    return "\n".join(lines)
+
+
+def by_prediction_table(metrics: pd.DataFrame) -> str:
+    """Markdown: matched AUROC of ExpNet+, the paper's ExpNet and the best baseline on correctly and incorrectly
+    predicted examples (on the latter every method explains the wrong class)."""
+    lines = ["| held-out task | subset | n | ExpNet+ | paper's ExpNet | best baseline |", "|---|---|---|---|---|---|"]
+    for h in fold_headlines(metrics, None):
+        rows = metrics[(metrics["fold"] == h.fold) & (metrics["rule"] == "matched")].set_index(["subset", "method"])
+        baseline = h.best_by_auroc["method"]
+        for subset in ("correct", "incorrect"):
+            if (subset, "expnet_plus") not in rows.index:
+                continue
+            cells = [interval_text(rows.loc[(subset, m)], "auroc") if (subset, m) in rows.index else ""
+                     for m in ("expnet_plus", "expnet_paper", baseline)]
+            lines.append(f"| {h.fold[len(FOLD_PREFIX):]} | {subset}ly predicted | "
+                         f"{int(rows.at[(subset, 'expnet_plus'), 'n_examples'])} | {cells[0]} | {cells[1]} | "
+                         f"{baseline} {cells[2]} |")
+    return "\n".join(lines)
+
+
+def classifier_table(classifier_metrics: pd.DataFrame) -> str:
+    shown = classifier_metrics[classifier_metrics["eval_set"].isin(["test", "rationale_test"])]
+    columns = [c for c in ("task", "eval_set", "n", "accuracy", "macro_f1", "mcc") if c in shown.columns]
+    return markdown_table(shown[columns].reset_index(drop=True))
+
+
+# Issue 13's targets for the base-size classifiers (test split): CoLA MCC, SST-2 and HateXplain accuracy.
+BASE_SIZE_TARGETS = {"cola": ("mcc", 0.45), "sst2": ("accuracy", 0.90), "hatexplain": ("accuracy", 0.80)}
+
+
+def classifier_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
+    """Markdown: per task, the test-split score the base-size target reads and the share of the rationale test
+    examples the classifier mispredicts, for the default (MiniLM) run and the base-size run side by side."""
+    lines = ["| task | metric (test split) | target at base size | default run | base size | target met | "
+             "rationale test mispredicted: default | base size |", "|---|---|---|---|---|---|---|---|"]
+
+    def value(frame: pd.DataFrame, task: str, eval_set: str, metric: str) -> float:
+        rows = frame[(frame["task"] == task) & (frame["eval_set"] == eval_set)]
+        return float(rows[metric].iloc[0]) if len(rows) else float("nan")
+
+    for task, (metric, target) in BASE_SIZE_TARGETS.items():
+        small_score, base_score = value(small, task, "test", metric), value(base, task, "test", metric)
+        wrong = [1 - value(frame, task, "rationale_test", "accuracy") for frame in (small, base)]
+        lines.append(f"| {task} | {metric} | >= {target:.2f} | {small_score:.3f} | {base_score:.3f} | "
+                     f"{'yes' if base_score >= target else 'no'} | {wrong[0]:.0%} | {wrong[1]:.0%} |")
+    return "\n".join(lines)
+
+
+# AFN headline claims (afn/headline.json) beside the paper's (bert-base-uncased, layer 8 of 12).
+AFN_CLAIMS = (("share of tokens that are HIGH (context pairs)", "share_high_context", "about 25%"),
+              ("R_H: share of the context shift carried by HIGH tokens", "r_h_context", "about 76%"),
+              ("R_H over unchanged tokens only", "r_h_context_unchanged", "not reported"),
+              ("R_H, prompt pairs", "r_h_prompt", "not reported"),
+              ("content words among HIGH tokens", "high_content_share", "content words rank highest"),
+              ("content/function strength ratio at the AFN layer", "content_function_ratio", "highest at layer 8"),
+              ("... at the next layer", "content_function_ratio_next", ""))
+
+
+def afn_comparison_table(small: dict, base: dict) -> str:
+    """Markdown: the AFN headline at each run's AFN layer (two thirds of the depth: layer 4 of MiniLM's 6, layer 8
+    of MPNet-base's 12, the paper's layer) beside the paper's claims."""
+    def layer(head: dict) -> str:
+        return f"layer {head['afn_layer']} of {head['n_layers']}"
+
+    lines = [f"| claim | paper (bert-base, layer 8 of 12) | default run ({layer(small)}) | base size ({layer(base)}) |",
+             "|---|---|---|---|"]
+    for claim, key, paper in AFN_CLAIMS:
+        shown = [f"{head[key]:.1%}" if "ratio" not in key else f"{head[key]:.3f}" for head in (small, base)]
+        lines.append(f"| {claim} | {paper} | {shown[0]} | {shown[1]} |")
+    verdicts = [", ".join(name.replace("_", " ") for name, held in head["claims"].items() if held) or "none"
+                for head in (small, base)]
+    lines.append(f"| claims that hold (fixed criteria, afn.layers.headline) | | {verdicts[0]} | {verdicts[1]} |")
+    return "\n".join(lines)
+
+
+def transfer_table(into_base: pd.DataFrame | None, into_small: pd.DataFrame | None) -> str:
+    """Markdown: per fold and direction, the transferred shape-free ExpNet+ beside the target run's saliency and
+    its own ExpNet+ (AUROC with 95% intervals, matched F1), from the two runs' transfer_metrics.csv."""
+    lines = ["| held-out task | trained on -> explains | transferred AUROC | saliency AUROC | own ExpNet+ AUROC | "
+             "transferred matched F1 | at or above saliency |", "|---|---|---|---|---|---|---|"]
+    for table in (into_base, into_small):
+        if table is None:
+            continue
+        for fold, rows in table.groupby("fold", sort=False):
+            moved = rows[rows["role"] == "transferred"].iloc[0]
+            by_method = rows[rows["role"] == "this fold's own"].set_index("method")
+            saliency = by_method.loc["saliency"] if "saliency" in by_method.index else None
+            own = by_method.loc["expnet_plus"] if "expnet_plus" in by_method.index else None
+            at_or_above = "" if saliency is None else ("yes" if moved["auroc"] >= saliency["auroc"] else "no")
+            lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {moved['source_classifier']} -> "
+                         f"{moved['target_classifier']} | {interval_text(moved, 'auroc')} | "
+                         f"{'' if saliency is None else interval_text(saliency, 'auroc')} | "
+                         f"{'' if own is None else interval_text(own, 'auroc')} | "
+                         f"{interval_text(moved, 'f1_matched')} | {at_or_above} |")
+    return "\n".join(lines)
+
+
+def throughput_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
+    """Markdown: every method's throughput as a ratio to a plain forward pass of its own encoder, MiniLM and
+    MPNet-base side by side (each from its own one-run benchmark), and the forward pass's examples/s."""
+    def ratios(table: pd.DataFrame) -> pd.Series:
+        return table.drop_duplicates("method").set_index("method")["ratio_to_forward"]
+
+    joined = pd.DataFrame({"MiniLM ratio to forward": ratios(small), "MPNet-base ratio to forward": ratios(base)})
+    joined = joined.sort_values("MPNet-base ratio to forward", ascending=False, na_position="last")
+    rates = {name: table.set_index("method").at["forward_all", "examples_per_s"]
+             for name, table in (("MiniLM", small), ("MPNet-base", base)) if "forward_all" in set(table["method"])}
+    note = ", ".join(f"{name} {rate:.1f} examples/s" for name, rate in rates.items())
+    return f"Forward pass: {note}.\n\n" + markdown_table(joined.reset_index(names="method"), digits=3)
+
+
+STUDENT_TABLES = ("variants", "fidelity", "faithfulness", "cost", "plausibility")
+
+
+def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
+    """Markdown: per task classifier, its amortized student (issue 14) beside its teacher: Spearman with the
+    reference teacher on the held-out texts (the teacher's own at the training budget beside it; the student's with
+    its labels on its own training texts, which says whether it underfits), comprehensiveness
+    AOPC (student, teacher, saliency), throughput as a ratio to a forward pass, and AUROC on the rationale test set
+    (student, saliency, ExpNet+), with 95% intervals; beside the task, the texts the student
+    learned from (its teacher's labelled training and validation texts) and the held-out texts."""
+    lines = ["| task (teacher texts, held-out texts) | Spearman with the reference: student | teacher (its labels) | student beats its "
+             "labels | student with its labels, on its training texts | comprehensiveness: student | teacher | "
+             "saliency | >= 0.9x teacher and > saliency | throughput (x forward): student | teacher | AUROC: student "
+             "| saliency | ExpNet+ |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for task, tables in students.items():
+        def row(name: str, method: str, prefix: bool = False) -> pd.Series | None:
+            table = tables[name]
+            chosen = table[table["method"].astype(str).str.startswith(method)] if prefix else \
+                table[table["method"] == method]
+            return chosen.iloc[0] if len(chosen) else None
+
+        def shown(record, metric: str) -> str:
+            return "" if record is None else interval_text(record, metric)
+
+        plausible = tables["plausibility"]
+        plausible = plausible[(plausible["subset"] == "all") & (plausible["rule"] == "matched")]
+        auroc = {m: plausible[plausible["method"] == m] for m in ("student", "saliency", "expnet_plus")}
+        student, teacher = row("fidelity", "student"), row("fidelity", "teacher", prefix=True)
+        beats = "" if student is None or teacher is None else ("yes" if student["spearman"] > teacher["spearman"]
+                                                               else "no")
+        cost = tables["cost"].set_index("method")["ratio_to_forward"]
+        teacher_cost = next((v for m, v in cost.items() if str(m).startswith("teacher")), float("nan"))
+        faithful = {m: row("faithfulness", m, prefix=m == "teacher") for m in ("student", "teacher", "saliency")}
+        met = "" if any(v is None for v in faithful.values()) else (
+            "yes" if faithful["student"]["comprehensiveness"] >= 0.9 * faithful["teacher"]["comprehensiveness"]
+            and faithful["student"]["comprehensiveness"] > faithful["saliency"]["comprehensiveness"] else "no")
+        selected = tables["variants"][tables["variants"]["selected"].astype(bool)]
+        chosen = selected.iloc[0] if len(selected) else pd.Series(dtype=object)
+        taught = [str(int(chosen["n_train"] + chosen["n_val"]))] if {"n_train", "n_val"} <= set(chosen.index) else []
+        held_out = [] if student is None else [f"n = {int(student['n_examples'])}"]
+        n_texts = f" ({', '.join(taught + held_out)})" if taught or held_out else ""
+        on_train = f"{chosen['train_spearman']:.3f}" if "train_spearman" in chosen.index else ""
+        lines.append(" | ".join([
+            f"| {task}{n_texts}", shown(student, "spearman"), shown(teacher, "spearman"), beats, on_train,
+            *[shown(faithful[m], "comprehensiveness") for m in ("student", "teacher", "saliency")], met,
+            f"{cost.get('student', float('nan')):.3f}", f"{teacher_cost:.4f}",
+            *[interval_text(frame.iloc[0], "auroc") if len(frame) else "" for frame in auroc.values()]]) + " |")
+    return "\n".join(lines)
+
+
+def cost_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
+    """Markdown: per fold, the Pareto frontier of throughput (ratio to a forward pass) against AUROC among the
+    methods run on every example, ExpNet+'s point, and the baselines both cheaper and more plausible."""
+    lines = ["| held-out task | on the frontier (cheapest first: ratio to a forward pass, AUROC) | ExpNet+ | "
+             "baselines both cheaper and more plausible than ExpNet+ |", "|---|---|---|---|"]
+    for fold, rows in metrics.groupby("fold", sort=False):
+        task = str(fold)[len(FOLD_PREFIX):]
+        if task not in costs:
+            continue
+        points = cost_plausibility(rows, costs[task])
+        points = points[points["subset"] == "all"]
+        if "expnet_plus" not in set(points["method"]):
+            continue
+        plus = points[points["method"] == "expnet_plus"].iloc[0]
+        frontier = points[points["pareto"]].sort_values("ratio_to_forward", ascending=False)
+        better = points[(points["family"] != "learned") & (points["ratio_to_forward"] > plus["ratio_to_forward"])
+                        & (points["auroc"] > plus["auroc"])]
+
+        def named(frame: pd.DataFrame) -> str:
+            return ", ".join(f"{r.method} ({r.ratio_to_forward:.2f}x, {r.auroc:.3f})"
+                             for r in frame.itertuples()) or "none"
+
+        lines.append(f"| {task} | {named(frontier)} | {plus['ratio_to_forward']:.2f}x, {plus['auroc']:.3f} | "
+                     f"{named(better)} |")
+    return "\n".join(lines)
+
+
+def stage_table(timings: pd.DataFrame) -> str:
+    """Markdown: wall seconds per stage of the last `kedro run` that wrote node_timings.csv (nodes' own time,
+    outputs saved included), and the total."""
+    stages = timings.groupby("stage", sort=False)["seconds"].sum()
+    rows = [{"stage": stage, "minutes": seconds / 60} for stage, seconds in stages.items()]
+    rows.append({"stage": "**total (sum of node times)**", "minutes": stages.sum() / 60})
+    return markdown_table(pd.DataFrame(rows), digits=1)
+
+
+def throughput_table(throughput: pd.DataFrame) -> str:
+    """Markdown of benchmarks/attribution_throughput.csv: every method's examples/s and ratio to a forward pass."""
+    columns = [c for c in ("method", "family", "batch_size", "examples_per_s", "ratio_to_forward",
+                           "examples_per_s_batch1", "ratio_to_forward_batch1", "api_one_text_s", "captum_one_text_s",
+                           "model_calls_per_example") if c in throughput.columns]
+    shown = throughput[columns].sort_values("ratio_to_forward", ascending=False)
+    return markdown_table(shown.reset_index(drop=True), digits=3)
+
+
+def serving_table(load: pd.DataFrame) -> str:
+    columns = [c for c in ("clients", "texts_per_request", "requests", "errors", "p50_s", "p95_s", "texts_per_s")
+               if c in load.columns]
+    return markdown_table(load[columns].reset_index(drop=True), digits=3)
+
+
+def _read(path: Path, reader: Callable[[Path], object], missing: list[str]):
+    if not path.is_file():
+        missing.append(path.name)
+        return None
+    try:
+        return reader(path)
+    except (OSError, ValueError) as error:
+        raise ResultsError(f"{path}: cannot be read ({error})") from error
+
+
+def _file_time(path: Path) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+
+
+@dataclass
+class Reports:
+    """The reports of one run, read from its reports folder (data/08_reporting)."""
+
+    folder: Path
+    metrics: pd.DataFrame
+    classifier_metrics: pd.DataFrame | None
+    ablation: pd.DataFrame | None
+    ablation_page: str | None
+    summary: str | None
+    timings: pd.DataFrame | None
+    costs: dict[str, pd.DataFrame]
+    afn: str | None
+    throughput: pd.DataFrame | None
+    serving: pd.DataFrame | None
+    transfer: str | None
+    transfer_metrics: pd.DataFrame | None
+    afn_headline: dict | None
+    students: dict[str, dict[str, pd.DataFrame]]
+    missing: list[str]
+
+    @classmethod
+    def read(cls, folder: str | Path) -> "Reports":
+        folder = Path(folder)
+        metrics_path = folder / "crosstask_metrics.csv"
+        if not metrics_path.is_file():
+            raise ResultsError(f"{metrics_path} does not exist: run `kedro run --pipeline crosstask` first "
+                               "(or give the reports folder of a run with --reports)")
+        missing: list[str] = []
+        csv, text = pd.read_csv, Path.read_text
+        costs = {}
+        for task in TASKS:
+            cost = _read(folder / "crosstask" / f"explain_cost_{task}.csv", csv, missing)
+            if cost is not None:
+                costs[task] = cost
+        # optional: only an `amortize` run writes them (issue 14)
+        students = {task: {name: pd.read_csv(folder / "amortize" / f"{task}_{name}.csv") for name in STUDENT_TABLES}
+                    for task in TASKS
+                    if all((folder / "amortize" / f"{task}_{name}.csv").is_file() for name in STUDENT_TABLES)}
+        return cls(folder=folder, metrics=pd.read_csv(metrics_path),
+                   classifier_metrics=_read(folder / "classifier_metrics.csv", csv, missing),
+                   ablation=_read(folder / "expnet_plus_ablation.csv", csv, missing),
+                   ablation_page=_read(folder / "expnet_plus_ablation.md", text, missing),
+                   summary=_read(folder / "crosstask_summary.md", text, missing),
+                   timings=_read(folder / "node_timings.csv", csv, missing), costs=costs,
+                   afn=_read(folder / "afn_report.md", text, missing),
+                   throughput=_read(folder / "benchmarks" / "attribution_throughput.csv", csv, missing),
+                   serving=_read(folder / "benchmarks" / "serving_load.csv", csv, missing),
+                   # optional: only a `transfer` run writes it (the base-size section shows it when there)
+                   transfer=_read(folder / "transfer.md", text, []),
+                   transfer_metrics=_read(folder / "transfer_metrics.csv", csv, []),
+                   afn_headline=_read(folder / "afn" / "headline.json", lambda p: json.loads(p.read_text()), []),
+                   students=students, missing=missing)
+
+
+def _demote(markdown: str, levels: int = 2) -> str:
+    """Headings of an included report one or more levels down, so they nest under this document's sections."""
+    return re.sub(r"^(#+)", lambda m: m.group(1) + "#" * levels, markdown, flags=re.MULTILINE)
+
+
+def base_size_section(reports: Reports, base: Reports) -> list[str]:
+    """docs/results.md's base-size part: the base-size run's classifiers beside the default run's, its cross-task
+    tables, its AFN report (layer 8 of 12) and the across-architecture rows of both runs."""
+    lines = [f"## Base size: all-mpnet-base-v2 (`{base.folder}`, written {_file_time(base.folder / 'crosstask_metrics.csv')})",
+             "", "The same protocol on the packaged 12-layer encoder (MPNet, 12 heads, hidden 768: the papers' scale; "
+             "`kedro run --pipeline crosstask --env base_size`, its caps in `conf/base_size/`).", ""]
+    if reports.classifier_metrics is not None and base.classifier_metrics is not None:
+        lines += ["### Classifiers (`classifier_metrics.csv` of both runs)", "",
+                  classifier_comparison_table(reports.classifier_metrics, base.classifier_metrics), ""]
+    lines += ["### Cross-task headline at base size", "", headline_table(base.metrics, base.ablation), "",
+              "### The paper's claim at base size", "", paper_comparison_table(base.metrics), "",
+              "### By prediction at base size", "", by_prediction_table(base.metrics), ""]
+    if base.ablation is not None and "shape_free" in base.ablation:
+        lines += ["### Shape-free variants at base size", "", shape_free_table(base.ablation), ""]
+    if base.transfer_metrics is not None or reports.transfer_metrics is not None:
+        lines += ["### Across architectures (`transfer_metrics.csv` of both runs)", "",
+                  transfer_table(base.transfer_metrics, reports.transfer_metrics), ""]
+    if reports.afn_headline is not None and base.afn_headline is not None:
+        lines += ["### AFN at the paper's layer (`afn/headline.json` of both runs)", "",
+                  afn_comparison_table(reports.afn_headline, base.afn_headline), ""]
+    if reports.throughput is not None and base.throughput is not None:
+        lines += ["### Cost of each method at base size (`benchmarks/attribution_throughput.csv` of both runs)", "",
+                  throughput_comparison_table(reports.throughput, base.throughput), ""]
+    for title, page in (("MiniLM-trained folds on the base-size classifiers (`transfer.md` of the base-size run)",
+                         base.transfer),
+                        ("Base-size-trained folds on the MiniLM classifiers (`transfer.md` of the default run)",
+                         reports.transfer)):
+        if page is not None:
+            lines += [f"### {title}", "", _demote(page.strip(), 3), ""]
+    if base.students:
+        lines += ["### Amortized students at base size (`amortize/<task>_*.csv` of the base-size run)", "",
+                  students_table(base.students), ""]
+    if base.afn is not None:
+        lines += ["### AFN at base size (`afn_report.md` of the base-size run)", "",
+                  _demote(base.afn.strip(), 3).replace("](afn/", "](images/base_afn_"), ""]
+    return lines
+
+
+def results_document(reports: Reports, commit: str | None = None, base: Reports | None = None) -> str:
+    """docs/results.md: every table of the run's reports, each section naming the file it comes from."""
+    folder = reports.folder
+    lines = ["# Results", "",
+             f"Generated by `learned-attribution results` from the reports in `{folder}` (crosstask metrics written "
+             f"{_file_time(folder / 'crosstask_metrics.csv')}{f', generated at commit {commit[:12]}' if commit else ''}). "
+             "Do not edit by hand: rerun the command after a run. Intervals are bootstrap 95% over examples; AUROC is "
+             "per example, F1 at the matched top-k budget (k = round(rho x n), rho the training tasks' rationale "
+             "density); \"best baseline\" is among the methods run on every example.", "",
+             "## Cross-task headline (`crosstask_metrics.csv`, `expnet_plus_ablation.csv`)", "",
+             headline_table(reports.metrics, reports.ablation), "",
+             *(["## Shape-free variants beside the chosen one (`expnet_plus_ablation.csv`)", "",
+                "A shape-free variant reads no per-layer or per-head column, so it explains a classifier of any supported "
+                "family and shape; each fold keeps its best (by validation AUROC) for such classifiers. Scored here on "
+                "the fold's own classifier: the cost of crossing architectures on the same architecture.", "",
+                shape_free_table(reports.ablation), ""]
+               if reports.ablation is not None and "shape_free" in reports.ablation else []),
+             "## The paper's claim at this scale (`crosstask_metrics.csv`; the paper's numbers are bert-base)", "",
+             paper_comparison_table(reports.metrics), "",
+             "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",
+             by_prediction_table(reports.metrics), ""]
+    if reports.students:
+        lines += ["## Amortized students (`amortize/<task>_*.csv`: `kedro run --pipeline amortize`)", "",
+                  "Per task classifier, a one-pass student trained on its teacher's attributions of the task's "
+                  "unlabeled training texts (docs/amortize.md): fidelity, faithfulness and throughput on further "
+                  "held-out texts, AUROC on the rationale test set at the fold's matched budget.", "",
+                  students_table(reports.students), ""]
+        charts = " ".join(f"[{kind} {task}](images/amortize_{kind}_{task}.png)" for task in reports.students
+                          for kind in ("cost_plausibility", "cost_faithfulness")
+                          if (folder / "amortize" / f"{kind}_{task}.png").is_file())
+        lines += [f"Charts (every method of the fold and the student): {charts}", ""] if charts else []
+    if reports.classifier_metrics is not None:
+        lines += ["## Classifiers (`classifier_metrics.csv`)", "", classifier_table(reports.classifier_metrics), ""]
+    if reports.costs:
+        charts = " ".join(f"[{task}](images/cost_{task}.png)" for task in reports.costs
+                          if (folder / "crosstask" / f"cost_{task}.png").is_file())
+        lines += ["## Cost against plausibility (`crosstask/explain_cost_<task>.csv`: one timed pass in the fold)", "",
+                  cost_table(reports.metrics, reports.costs), "", *([f"Charts: {charts}", ""] if charts else [])]
+    if reports.timings is not None:
+        lines += ["## Where the time went (`node_timings.csv`, the last `kedro run`)", "",
+                  stage_table(reports.timings), ""]
+    if reports.throughput is not None:
+        lines += ["## Cost of each method (`benchmarks/attribution_throughput.csv`)", "",
+                  throughput_table(reports.throughput), ""]
+    if reports.serving is not None:
+        lines += ["## Served model under load (`benchmarks/serving_load.csv`)", "", serving_table(reports.serving), ""]
+    for title, page in (("Per-fold summary (`crosstask_summary.md`)", reports.summary),
+                        ("ExpNet+ ablation (`expnet_plus_ablation.md`)", reports.ablation_page),
+                        ("AFN (`afn_report.md`)", reports.afn)):
+        if page is not None:
+            # The AFN report links its plots beside it (afn/<plot>.png); write_results copies them to images/.
+            lines += [f"## {title}", "", _demote(page.strip()).replace("](afn/", "](images/afn_"), ""]
+    if base is not None:
+        lines += base_size_section(reports, base)
+    if reports.missing:
+        lines += [f"Not in this run's reports (sections left out): {', '.join(sorted(reports.missing))}.", ""]
+    return "\n".join(lines)
+
+
+MARKER = re.compile(r"(<!-- results:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.DOTALL)
+
+
+def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
+    """The tables a README may embed, by marker name."""
+    blocks = {"headline": headline_table(reports.metrics, reports.ablation)}
+    if reports.students:
+        blocks["students"] = students_table(reports.students)
+    if base is not None:
+        parts = []
+        if reports.classifier_metrics is not None and base.classifier_metrics is not None:
+            parts += [classifier_comparison_table(reports.classifier_metrics, base.classifier_metrics), ""]
+        parts += [headline_table(base.metrics, base.ablation)]
+        if base.transfer_metrics is not None or reports.transfer_metrics is not None:
+            parts += ["", transfer_table(base.transfer_metrics, reports.transfer_metrics)]
+        if reports.afn_headline is not None and base.afn_headline is not None:
+            parts += ["", afn_comparison_table(reports.afn_headline, base.afn_headline)]
+        blocks["base_size"] = "\n".join(parts)
+    if reports.throughput is not None:
+        blocks["attribution_throughput"] = throughput_table(reports.throughput)
+    if reports.serving is not None:
+        blocks["serving_load"] = serving_table(reports.serving)
+    return blocks
+
+
+def fill_marked_blocks(text: str, blocks: dict[str, str], where: str) -> str:
+    """`text` with each `<!-- results:NAME -->` block replaced by `blocks[NAME]` (a block without a table in this
+    run's reports is left as it is); a text without any marker is an error naming `where`."""
+    if not MARKER.search(text):
+        raise ResultsError(f"{where} has no <!-- results:NAME --> ... <!-- /results:NAME --> block to fill")
+
+    def replace(match: re.Match) -> str:
+        body = blocks.get(match.group("name"))
+        return match.group(0) if body is None else f"{match.group(1)}{body}\n{match.group(4)}"
+
+    return MARKER.sub(replace, text)
+
+
+def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
+                  commit: str | None = None, base_reports: str | Path | None = None) -> list[Path]:
+    """Write the results document to `output` (with the folds' cost charts and the AFN plots in `images/` beside
+    it) and fill the marked blocks of each README; with `base_reports` (a base-size run's reports folder, used when
+    it holds a finished run) the base-size section too. Returns what was written."""
+    reports = Reports.read(reports_folder)
+    base = None
+    if base_reports is not None and (Path(base_reports) / "crosstask_metrics.csv").is_file():
+        base = Reports.read(base_reports)
+    written = []
+    if output is not None:
+        output = Path(output)
+        charts = [(reports.folder / "crosstask" / f"cost_{task}.png", f"cost_{task}.png") for task in TASKS]
+        charts += [(path, f"afn_{path.name}") for path in sorted((reports.folder / "afn").glob("*.png"))]
+        charts += [(path, f"amortize_{path.name}") for path in sorted((reports.folder / "amortize").glob("cost_*.png"))]
+        if base is not None:
+            charts += [(path, f"base_afn_{path.name}") for path in sorted((base.folder / "afn").glob("*.png"))]
+        for chart, name in charts:
+            if chart.is_file():
+                (output.parent / "images").mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(chart, output.parent / "images" / name)
+                written.append(output.parent / "images" / name)
+        write_text_atomically(output, results_document(reports, commit, base))
+        written.append(output)
+    blocks = marked_blocks(reports, base)
+    for readme in readmes:
+        path = Path(readme)
+        write_text_atomically(path, fill_marked_blocks(path.read_text(), blocks, str(path)))
+        written.append(path)
+    return written
