@@ -8,7 +8,7 @@ Run from the project root with the virtualenv active:
     python benchmarks/attribution_throughput.py --set lime.n_samples=1000 --set integrated_gradients.n_steps=50
 
 In ONE process, on the same texts, batches and batch size, a plain classification forward pass
-(`torch.inference_mode`, logits only) and every explainer in `learned_attribution.core.explainers.EXPLAINERS`
+(`torch.inference_mode`, logits only) and every explainer in `learned_attribution.core.explainers.METHODS`
 at its default settings (LIME and KernelSHAP 500 samples, Integrated Gradients 20 steps; `--set`
 overrides) explain the classifier's predicted class. Every method is timed batch by batch, each batch
 right next to a plain forward pass on the same batch (which of the two goes first alternates), in several
@@ -116,14 +116,14 @@ def quick_expnet(n_features: int, seed: int):
     table["token_label"] = (rng.random(2000) < 0.3).astype(np.float32)
     table["example_id"] = np.arange(2000) // 20  # examples of 20 tokens
     table["task"] = "random"
-    return fit_variant(variant, table.iloc[:1600], table.iloc[1600:], None, {}, columns, 0.3,
-                       replace(training, max_epochs=2, seed=seed))
+    return fit_variant(variant, table.iloc[:1600], table.iloc[1600:], target=None, stats_tables={}, columns=columns, rho=0.3,
+                       settings=replace(training, max_epochs=2, seed=seed))
 
 
 def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
     """The pipeline's trained ExpNet (a `heldout_<task>/expnet_paper` folder) when present, readable (an artifact
     of an older format, from a run before an upgrade, is not) and of the right width, else a quick one (and why)."""
-    from learned_attribution.core.models.artifacts import is_complete, load_explainer, read_config
+    from learned_attribution.core.models.artifacts import is_complete, load_learned, read_config
 
     readable, note = is_complete(path), f"{path} not found"
     if readable:
@@ -132,7 +132,7 @@ def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
         except ValueError as error:
             readable, note = False, str(error)
     if readable:
-        training = load_explainer(path)
+        training = load_learned(path)
         if tuple(training.variant.feature_sets) != ("attention",):
             raise TypeError(f"--expnet {path}: expected the paper's ExpNet (a variant over the attention set), found "
                             f"variant {training.variant.name!r} over {list(training.variant.feature_sets)}")
@@ -146,13 +146,13 @@ def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
     """{variant name: ExpNet+}: the pipeline's retrained variants when present (`heldout_<task>/
     expnet_plus_variants`) and readable, else every variant of conf/base/parameters_crosstask.yml with an untrained
     network and identity input statistics (same cost)."""
-    from learned_attribution.core.models.artifacts import load_explainers
+    from learned_attribution.core.models.artifacts import load_learned_collection
     from learned_attribution.core.models.learned import TrainingSettings, Variant
 
     why = f"{path} not found"
     if path.is_dir():
         try:
-            return load_explainers(path), f"trained variants {path}"
+            return load_learned_collection(path), f"trained variants {path}"
         except ValueError as error:  # an older artifact format
             why = str(error)
     specs = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
@@ -162,9 +162,9 @@ def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
 
 
 def untrained_explainers(variants, training, config, seed: int) -> dict:
-    """{variant name: LearnedExplainer} with a seeded untrained network and identity input statistics: a learned
+    """{variant name: LearnedModel} with a seeded untrained network and identity input statistics: a learned
     explainer's cost is its signal pass and its network, not its weights (`config`: the classifier's)."""
-    from learned_attribution.core.models.learned import InputPipeline, LearnedExplainer, build_variant_network
+    from learned_attribution.core.models.learned import InputPipeline, LearnedModel, build_variant_network
     from learned_attribution.core.models.signals import model_columns
 
     torch.manual_seed(seed)
@@ -173,7 +173,7 @@ def untrained_explainers(variants, training, config, seed: int) -> dict:
         columns = model_columns(variant.feature_sets, config)
         inputs = InputPipeline.for_variant(variant, columns)
         inputs.mean, inputs.std = np.zeros(len(columns), np.float32), np.ones(len(columns), np.float32)
-        models[variant.name] = LearnedExplainer(variant, inputs, build_variant_network(variant, columns, training).eval())
+        models[variant.name] = LearnedModel(variant, inputs, build_variant_network(variant, columns, training).eval())
     return models
 
 
@@ -182,11 +182,11 @@ def student_models(path: Path, config, seed: int) -> tuple[dict, str]:
     else every default student variant (`amortize.DEFAULT_VARIANTS`) with an untrained network and identity input
     statistics (the same cost: a student's cost is its signal pass and its network, not its weights)."""
     from learned_attribution.services.amortize import DEFAULT_TRAINING, DEFAULT_VARIANTS, student_variants
-    from learned_attribution.core.models.artifacts import is_complete, load_explainer
+    from learned_attribution.core.models.artifacts import is_complete, load_learned
     from learned_attribution.core.models.learned import TrainingSettings
 
     if is_complete(path):
-        student = load_explainer(path)
+        student = load_learned(path)
         return {student.variant.name: student}, f"trained student {path}"
     return untrained_explainers(student_variants(DEFAULT_VARIANTS), TrainingSettings(**DEFAULT_TRAINING), config,
                                 seed), f"untrained networks ({path} not found); same cost"
@@ -197,14 +197,14 @@ def api_explainer(setup, expnet_training, expnet_plus: dict, layer: int, folder:
     written to `folder` (the API only reads folders)."""
     from learned_attribution.adapters.kedro_datasets import TrainedClassifier
     from learned_attribution.services.explain import FoldExplainer
-    from learned_attribution.core.models.artifacts import explainer_context, save_explainer
+    from learned_attribution.core.models.artifacts import explainer_context, save_learned
 
     context = explainer_context(setup.model, setup.tokenizer, fold=f"heldout_{setup.task}", held_out_task=setup.task,
                                 training_tasks=[], encoder="benchmark", layer=layer, rho=0.3, max_length=512)
     first = next(iter(expnet_plus.values()))
     for name, explainer in (("expnet_paper", expnet_training), ("expnet_plus", first)):
         explainer.context = context
-        save_explainer(explainer, folder / name)
+        save_learned(explainer, folder / name)
     (folder / "fold.json").write_text(json.dumps({"fold": folder.name, "held_out_task": setup.task, "rho": 0.3,
                                                   "layer": layer, "best_baseline": "saliency", "baselines": {}}))
     return FoldExplainer(folder, TrainedClassifier(setup.model, setup.tokenizer), device=str(model_device(setup.model)))
@@ -243,22 +243,22 @@ def build_explainers(names: Sequence[str], overrides: dict[str, dict], expnet_tr
                      layer: int, tokenizer, students: dict | None = None) -> dict:
     """Every requested explainer at its default settings plus `overrides`; `expnet_plus` and `student` become
     one entry per variant (`expnet_plus:<variant>`, `student:<variant>`)."""
-    from learned_attribution.core.explainers import build_explainer
+    from learned_attribution.core.explainers import build_method
     from learned_attribution.core.models.signals import token_vocabulary
 
     explainers = {}
     for name in names:
         settings = dict(overrides.get(name, {}))
         if name == "expnet_paper":
-            explainers[name] = build_explainer(name, **{"model": expnet_training, "layer": layer,
+            explainers[name] = build_method(name, **{"model": expnet_training, "layer": layer,
                                                         "vocabulary": token_vocabulary(tokenizer), **settings})
         elif name in ("expnet_plus", "student"):
             vocabulary = token_vocabulary(tokenizer)
             for variant, model in (expnet_plus if name == "expnet_plus" else students or {}).items():
-                explainers[f"{name}:{variant}"] = build_explainer(
+                explainers[f"{name}:{variant}"] = build_method(
                     name, **{"model": model, "layer": layer, "vocabulary": vocabulary, **settings})
         else:
-            explainers[name] = build_explainer(name, **settings)
+            explainers[name] = build_method(name, **settings)
     return explainers
 
 
@@ -657,14 +657,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     """Run the benchmark, print the tables, save CSVs and the chart; returns the throughput table."""
-    from learned_attribution.core.explainers import EXPLAINERS
+    from learned_attribution.core.explainers import METHODS
 
     args = parse_args(argv)
     threads = set_threads(args.threads)
-    names = list(args.methods or EXPLAINERS)
-    unknown = [n for n in names + list(args.expensive) + [m for m, _, _ in args.settings] if n not in EXPLAINERS]
+    names = list(args.methods or METHODS)
+    unknown = [n for n in names + list(args.expensive) + [m for m, _, _ in args.settings] if n not in METHODS]
     if unknown:
-        raise SystemExit(f"unknown explainer(s) {sorted(set(unknown))}; registered: {sorted(EXPLAINERS)}")
+        raise SystemExit(f"unknown explainer(s) {sorted(set(unknown))}; registered: {sorted(METHODS)}")
     overrides: dict[str, dict] = {}
     if args.quick:
         for method, settings in QUICK_SETTINGS.items():

@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     from learned_attribution.adapters.kedro_datasets import TrainedClassifier
     from learned_attribution.services.distributed import DaskSettings, dask_client, explain_on_dask
     from learned_attribution.services.evaluation import explain_examples
-    from learned_attribution.core.explainers import build_explainer
+    from learned_attribution.core.explainers import build_method
     from learned_attribution.core.models.runner import predict_proba
 
     args = parse_args(argv)
@@ -63,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     rows = []
     started = time.perf_counter()
     reference = explain_examples(setup.model, setup.tokenizer, examples,
-                                 {args.method: build_explainer(args.method, **settings)}, args.batch_size)
+                                 {args.method: build_method(args.method, **settings)}, args.batch_size)
     seconds = time.perf_counter() - started
     rows.append({"configuration": f"in process ({args.threads_per_worker} thread)", "workers": 0, "seconds": seconds,
                  "max_abs_difference_vs_in_process": 0.0})

@@ -107,7 +107,7 @@ def load_setup(task: str = "sst2", n_texts: int = 512, seed: int = 13, source: s
                data_root: Path = PROJECT_ROOT / "data", max_length: int = 128) -> BenchmarkSetup:
     """Model and texts to benchmark (see module docstring). `source`: auto, pipeline or raw."""
     from learned_attribution.adapters.kedro_datasets import HFClassifierDataset
-    from learned_attribution.core.models.encoder import PACKAGED_ENCODER, load_sequence_classifier, load_tokenizer
+    from learned_attribution.core.models.loading import PACKAGED_ENCODER, new_classifier, load_tokenizer
 
     if source not in ("auto", "pipeline", "raw"):
         raise ValueError(f"--source must be auto, pipeline or raw; got {source!r}")
@@ -130,7 +130,7 @@ def load_setup(task: str = "sst2", n_texts: int = 512, seed: int = 13, source: s
     else:
         torch.manual_seed(seed)  # the random classification head
         tokenizer = load_tokenizer(PACKAGED_ENCODER)
-        model = load_sequence_classifier(PACKAGED_ENCODER, ("LABEL_0", "LABEL_1"))
+        model = new_classifier(PACKAGED_ENCODER, ("LABEL_0", "LABEL_1"))
         pool = raw_sst2_examples(tokenizer, data_root / "01_raw" / "sst2" / "glue" / "test.tsv", max_length)
         model_source = f"{PACKAGED_ENCODER} with a random 2-class head (no pipeline output used)"
         text_source = "SST-2 GLUE test sentences (data/01_raw/sst2/glue/test.tsv)"

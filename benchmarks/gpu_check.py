@@ -49,7 +49,7 @@ DEFAULT_TOLERANCE = 1e-3
 
 def agreement(setup, device: torch.device, n_texts: int, batch_size: int, quick: bool, seed: int) -> pd.DataFrame:
     """Per method: the largest |device - CPU| score difference relative to the example's largest |CPU score|."""
-    from learned_attribution.core.explainers import EXPLAINERS
+    from learned_attribution.core.explainers import METHODS
     from learned_attribution.core.models.runner import predict_proba
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -66,7 +66,7 @@ def agreement(setup, device: torch.device, n_texts: int, batch_size: int, quick:
     overrides = {"lime": {"n_samples": 40 if quick else 200}, "kernel_shap": {"n_samples": 40 if quick else 200},
                  "integrated_gradients": {"n_steps": 8 if quick else 20}}
     students, _ = student_models(ROOT / "data" / "06_models" / f"student_{setup.task}" / "student", config, seed)
-    explainers = build_explainers(list(EXPLAINERS), overrides, expnet, plus, -1, setup.tokenizer, students)
+    explainers = build_explainers(list(METHODS), overrides, expnet, plus, -1, setup.tokenizer, students)
     rows = []
     for name, explainer in explainers.items():
         differences = []

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv=None) -> pd.DataFrame:
     import datasets
 
-    from learned_attribution.core.data.projection import project_dataset, project_to_subwords
-    from learned_attribution.core.models.encoder import PACKAGED_ENCODER, load_tokenizer
+    from learned_attribution.core.models.projection import project_dataset, project_to_subwords
+    from learned_attribution.core.models.loading import PACKAGED_ENCODER, load_tokenizer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="sst2", choices=["sst2", "hatexplain", "cola"])

@@ -67,7 +67,7 @@ def cross_fitted_auroc(variant: Variant, table: pd.DataFrame, task: str, columns
     scores, gold = [], []
     for fit_ids, scored_ids in (halves, halves[::-1]):
         fit_rows, scored_rows = (table[table["example_id"].isin(i)] for i in (fit_ids, scored_ids))
-        model = fit_variant(variant, fit_rows, fit_rows, scored_rows, {task: table}, columns, 0.2, training)
+        model = fit_variant(variant, fit_rows, fit_rows, target=scored_rows, stats_tables={task: table}, columns=columns, rho=0.2, settings=training)
         scored = score_examples(model, scored_rows)
         labels = scored_rows.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
         scores += list(scored["scores"])
@@ -89,8 +89,8 @@ def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_laye
             variant = Variant.from_params(f"{name}_{signs}", {**settings["variants"][name], "signs": signs})
             columns = columns_for(variant.feature_sets, n_heads, n_layers)
             present = {subset: part for subset, part in subsets.items() if len(part)}
-            in_sample = {subset: validation_auroc(fit_variant(variant, part, part, part, {task: part}, columns, 0.2,
-                                                              training), part)
+            in_sample = {subset: validation_auroc(fit_variant(variant, part, part, target=part, stats_tables={task: part}, columns=columns, rho=0.2,
+                                                              settings=training), part)
                          for subset, part in present.items()}
             rows.append({"task": task, "what": f"CEILING: {label}, {signs} inputs, fit and scored on these rationales",
                          **{f"auroc_{subset}": value for subset, value in in_sample.items()}})

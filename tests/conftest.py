@@ -9,6 +9,14 @@ Unigram for XLM-R, CamemBERT and DeBERTa-v2. Nothing is downloaded or trained.
 `tiny_bert_config` and `tiny_bert_classifier` are the BERT factories most unit tests use (call them with keyword
 overrides): tiny BERT models built from a `BertConfig`, on bare token ids (no tokenizer).
 
+The `training_settings(**overrides)` and `fine_tuning_config(**overrides)` fixtures build the frozen, default-free
+settings dataclasses (`TrainingSettings`, `TrainingConfig`) from fast test values (FAST_TRAINING, FAST_FINE_TUNING).
+They are fixtures, not imports: the suite has several conftest.py outside packages, so `import conftest` is not
+reliable.
+
+`direct_pass(model, input_ids)` and `target_probability(model, input_ids, target)` are the reference computations
+of the every-family known-answer tests: one text alone, plain torch autograd, no package code (`DirectPass`).
+
 Every factory here is session-scoped (a factory holds no state), so module-scoped fixtures can use it too.
 """
 from __future__ import annotations
@@ -183,6 +191,31 @@ def make_tiny_classifier(family: str, n_layers: int = 2, n_heads: int = 2, hidde
     return model, tokenizer
 
 
+def make_known_answer_classifier(family: str, n_layers: int = 3, n_heads: int = 2, seed: int = 1, **overrides):
+    """(model, tokenizer): `make_tiny_classifier` with 3 classes, weights large enough that attentions and
+    gradients are far from uniform (initializer_range 0.2), and random LayerNorm gains and biases (with unit gains
+    and zero biases every hidden state has norm sqrt(hidden), the same for every token): what the known-answer
+    tests of every family run on, so a score moved to another token changes the answer."""
+    import torch
+
+    model, tokenizer = make_tiny_classifier(family, n_layers=n_layers, n_heads=n_heads, num_labels=3, seed=seed,
+                                            initializer_range=0.2, **overrides)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm) and module.weight is not None:
+                module.weight.copy_(torch.rand(module.weight.shape, generator=generator) * 1.5 + 0.3)
+                if module.bias is not None:
+                    module.bias.copy_(torch.randn(module.bias.shape, generator=generator) * 0.3)
+    return model, tokenizer
+
+
+@pytest.fixture(scope="session")
+def known_answer_classifier():
+    """Factory fixture: `known_answer_classifier(family, n_layers=3, n_heads=2, seed=1) -> (model, tokenizer)`."""
+    return make_known_answer_classifier
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     """Factory fixture: `tiny_tokenizer(family) -> tokenizer` (see make_tiny_tokenizer)."""
@@ -193,6 +226,143 @@ def tiny_tokenizer():
 def tiny_classifier():
     """Factory fixture: `tiny_classifier(family, n_layers=2, n_heads=2, hidden=16, ...) -> (model, tokenizer)`."""
     return make_tiny_classifier
+
+
+# ---- direct computations: the known answers of the every-family tests --------------------------------------------
+
+class DirectPass:
+    """One text run alone (no padding, a batch of one) through a sequence classifier with plain torch autograd and
+    no package code: the reference the signals and the attribution methods are checked against.
+
+    The text enters as word embeddings (`inputs_embeds`, a graph leaf: `words`), so the gradient w.r.t. the
+    word-embedding output needs no hook; every block's input and output are caught by module hooks on the blocks
+    (`block_inputs[l]`, `block_outputs[l]`, kept in the graph); the attention probabilities are the model's own
+    `output_attentions`. `gradients(target)` differentiates the target logit w.r.t. all of them."""
+
+    def __init__(self, model, input_ids, attention_mask=None):
+        import torch
+
+        self.model = model
+        self.input_ids = torch.as_tensor(input_ids, dtype=torch.long).reshape(1, -1)
+        self.attention_mask = (torch.ones_like(self.input_ids) if attention_mask is None
+                               else torch.as_tensor(attention_mask).reshape(1, -1))
+        blocks = direct_blocks(model)
+        self.block_inputs, self.block_outputs = [None] * len(blocks), [None] * len(blocks)
+
+        def keep_input(index):
+            def hook(module, args, kwargs):
+                self.block_inputs[index] = args[0] if args else kwargs["hidden_states"]
+            return hook
+
+        def keep_output(index):
+            def hook(module, args, output):
+                self.block_outputs[index] = output[0] if isinstance(output, tuple) else output
+            return hook
+
+        hooks = [b.register_forward_pre_hook(keep_input(i), with_kwargs=True) for i, b in enumerate(blocks)]
+        hooks += [b.register_forward_hook(keep_output(i)) for i, b in enumerate(blocks)]
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.enable_grad():
+                self.words = model.get_input_embeddings()(self.input_ids).detach().requires_grad_(True)
+                output = model(inputs_embeds=self.words, attention_mask=self.attention_mask, output_attentions=True)
+        finally:
+            for hook in hooks:
+                hook.remove()
+            model.train(was_training)
+        self.logits = output.logits
+        self.attentions = list(output.attentions)
+
+    def probabilities(self):
+        import torch
+
+        return torch.softmax(self.logits.detach().float(), -1)[0]
+
+    def gradients(self, target: int) -> dict:
+        """d logit[target] / d: `words` [T, E], `block_inputs` and `block_outputs` (lists of [T, D]), `attentions`
+        (list of [H, T, T])."""
+        import torch
+
+        wrt = [self.words, *self.block_inputs, *self.block_outputs, *self.attentions]
+        grads = torch.autograd.grad(self.logits[0, target], wrt, retain_graph=True)
+        n = len(self.block_inputs)
+        return {"words": grads[0][0], "block_inputs": [g[0] for g in grads[1:1 + n]],
+                "block_outputs": [g[0] for g in grads[1 + n:1 + 2 * n]],
+                "attentions": [g[0] for g in grads[1 + 2 * n:]]}
+
+
+def direct_blocks(model):
+    """The transformer blocks of a Hugging Face encoder classifier, found without the package's table."""
+    base = model.base_model
+    return base.transformer.layer if hasattr(base, "transformer") else base.encoder.layer
+
+
+def direct_target_probability(model, input_ids, target: int) -> float:
+    """softmax(logits)[target] of one unpadded text (a list of ids), no gradient."""
+    import torch
+
+    ids = torch.as_tensor([list(input_ids)], dtype=torch.long)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    return float(torch.softmax(logits.float(), -1)[0, target])
+
+
+@pytest.fixture(scope="session")
+def direct_pass():
+    """Factory fixture: `direct_pass(model, input_ids) -> DirectPass` (one unpadded text, see DirectPass)."""
+    return DirectPass
+
+
+@pytest.fixture(scope="session")
+def target_probability():
+    """Factory fixture: `target_probability(model, input_ids, target) -> float` (one unpadded text)."""
+    return direct_target_probability
+
+
+# ---- settings dataclasses without defaults -------------------------------------------------------------------
+
+# Fast settings for the one training loop of the learned explainers (`TrainingSettings` has no defaults): small
+# networks, a few epochs, three seeds side by side; the focal, gate and pseudo-task settings are the YAML's.
+FAST_TRAINING = {"hidden": 8, "alpha": 0.25, "gamma": 2.0, "learning_rate": 1e-2, "batch_size": 16,
+                 "batch_unit": "examples", "max_epochs": 8, "patience": 3, "gate_l1": 0.01, "pseudo_weight": 0.5,
+                 "seeds": 3, "seed": 13}
+# A classifier fine-tuning recipe for tests (`TrainingConfig` has no defaults).
+FAST_FINE_TUNING = {"epochs": 1, "learning_rate": 1e-3, "batch_size": 8, "weight_decay": 0.01,
+                    "warmup_fraction": 0.0, "class_weighting": False, "selection_metric": "accuracy", "bf16": False,
+                    "seed": 0}
+
+
+def make_training_settings(**overrides):
+    """`TrainingSettings` of FAST_TRAINING with keyword overrides (every field must be known)."""
+    from learned_attribution.core.models.learned import TrainingSettings
+
+    unknown = set(overrides) - set(FAST_TRAINING)
+    if unknown:
+        raise TypeError(f"unknown TrainingSettings fields {sorted(unknown)}")
+    return TrainingSettings(**{**FAST_TRAINING, **overrides})
+
+
+def make_fine_tuning_config(**overrides):
+    """`TrainingConfig` (classifier fine-tuning) of FAST_FINE_TUNING with keyword overrides."""
+    from learned_attribution.core.models.classifier import TrainingConfig
+
+    unknown = set(overrides) - set(FAST_FINE_TUNING)
+    if unknown:
+        raise TypeError(f"unknown TrainingConfig fields {sorted(unknown)}")
+    return TrainingConfig(**{**FAST_FINE_TUNING, **overrides})
+
+
+@pytest.fixture(scope="session")
+def training_settings():
+    """Factory fixture: `training_settings(**overrides) -> TrainingSettings` (FAST_TRAINING with overrides)."""
+    return make_training_settings
+
+
+@pytest.fixture(scope="session")
+def fine_tuning_config():
+    """Factory fixture: `fine_tuning_config(**overrides) -> TrainingConfig` (FAST_FINE_TUNING with overrides)."""
+    return make_fine_tuning_config
 
 
 @pytest.fixture(scope="session")

@@ -1,3 +1,23 @@
-"""Learned token attribution: ExpNet and AFN, scored against human rationales across tasks."""
+"""Learned token attribution: ExpNet, ExpNet+ and amortized students, scored against human rationales across tasks.
+
+The public API (no Kedro): `FoldExplainer` (a trained fold), `StudentExplainer` (an amortized student), the
+`Explanation` they return, and `fit` (train a student for your own classifier). Layers, from the bottom:
+`core` (data, models, explainers, metrics), `services` (evaluation, amortize, afn, reporting, tracking, the
+bundle and the API), `adapters` (Kedro datasets and hooks, the CLI, serving) and `pipelines` (Kedro)."""
 
 __version__ = "0.1.0"
+__all__ = ["Explanation", "FoldExplainer", "StudentExplainer", "fit"]
+
+
+def __getattr__(name: str):
+    # The API loads torch and transformers (seconds): only when it is used, so that `import learned_attribution`
+    # (Kedro's project settings, the CLI's start) stays light.
+    if name in ("FoldExplainer", "StudentExplainer", "fit"):
+        from learned_attribution.services import explain
+
+        return getattr(explain, name)
+    if name == "Explanation":
+        from learned_attribution.services.explanation import Explanation
+
+        return Explanation
+    raise AttributeError(f"module 'learned_attribution' has no attribute {name!r}")

@@ -1,9 +1,9 @@
 """Kedro project settings."""
 from kedro.config import OmegaConfigLoader
 
-from learned_attribution.adapters.hooks import MlflowFoldRunsHook, NodeTimingHook
+from learned_attribution.adapters.hooks import MlflowRunsHook, NodeTimingHook
 
-HOOKS = (MlflowFoldRunsHook(), NodeTimingHook())
+HOOKS = (MlflowRunsHook(), NodeTimingHook())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 # Parameters merge softly: an environment (conf/smoke) overrides only the keys it names.

@@ -7,9 +7,10 @@ import pytest
 import yaml
 from matplotlib.figure import Figure
 
-from learned_attribution.services.afn import plots
-from learned_attribution.services.afn.layers import PAIR_LAYER_COLUMNS, headline, layer_comparison, strength_by_layer
-from learned_attribution.services.afn.report import PLOT_FILES, render_report
+from learned_attribution.services.afn.layers import (PAIR_LAYER_COLUMNS, compare_layers, headline, layer_comparison,
+                                                     strength_by_layer, summary, swap_by_layer)
+from learned_attribution.services.reporting import afn_charts as plots
+from learned_attribution.services.reporting.afn import PLOT_FILES, render_report, run_config
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -92,7 +93,7 @@ def test_report_states_numbers_and_failed_claims(strengths):
 
 def test_catalog_writes_the_plots_the_report_links():
     catalog = yaml.safe_load((PROJECT / "conf/base/catalog_afn.yml").read_text())
-    report = catalog["afn_report"]["filepath"]
+    report = catalog["afn.report"]["filepath"]
     plot_paths = {entry["filepath"] for entry in catalog.values()
                   if entry["type"] == "learned_attribution.adapters.kedro_datasets.AtomicMatplotlibDataset"}
     report_dir = report.rsplit("/", 1)[0]
@@ -124,8 +125,6 @@ def test_plots_build_figures(strengths):
 
 
 def test_swap_by_layer_pools_context_tokens():
-    from learned_attribution.services.afn.layers import swap_by_layer
-
     rows = [  # pair c0: swapped token carries 6 of 10, is HIGH; pair c1: swapped token 2 of 4, LOW, HIGH one carries 1
         ("c0", "context", True, True, True, 6.0), ("c0", "context", True, False, False, 4.0),
         ("c1", "context", True, True, False, 2.0), ("c1", "context", True, False, True, 1.0),
@@ -140,3 +139,43 @@ def test_swap_by_layer_pools_context_tokens():
     assert table.loc[3, "changed_shift_share_context"] == pytest.approx(8 / 14)
     assert table.loc[3, "changed_high_rate_context"] == pytest.approx(1 / 2)
     assert table.loc[3, "r_h_pooled_context"] == pytest.approx(7 / 14)
+
+
+def test_summary_counts_the_run_and_the_report_lists_its_settings(strengths, make_settings):
+    pairs = pd.DataFrame([pair_rows(1, 0.8, 0.25), pair_rows(2, 0.4, 0.25)])
+    settings = make_settings(layer=1)
+    layers = compare_layers(strengths, pairs, pd.DataFrame(columns=["pair_id"]), settings)
+    assert layers["is_afn_layer"].tolist() == [True, False]
+    corpus = pd.DataFrame({"source": ["sst", "user"]})
+    pair_table = pd.DataFrame({"kind": ["context", "context", "prompt"]})
+    skipped = pd.DataFrame({"stage": ["corpus"], "item": ["u.txt:2"], "reason": ["empty sentence"], "detail": [""]})
+    head = summary(layers, strengths, corpus, pair_table, skipped, settings)
+    assert {key: head[key] for key in ("encoder", "n_corpus_sentences", "n_corpus_user_sentences", "n_context_pairs",
+                                       "n_prompt_pairs", "n_skipped", "afn_layer", "n_layers")} == {
+        "encoder": "packaged:all-MiniLM-L6-v2", "n_corpus_sentences": 1, "n_corpus_user_sentences": 1,
+        "n_context_pairs": 2, "n_prompt_pairs": 1, "n_skipped": 1, "afn_layer": 1, "n_layers": 2}
+    assert head["r_h_context"] == 0.8
+    text = render_report(head, layers, skipped, run_config(head, settings))
+    for line in ("- percentile: 75", "- max_length: 128", "- seed: 13", "- corpus sentences: 1 (1 from the user file)",
+                 "- corpus phrase length (words): 4-12", "- prompt prefixes: [['summarize:', 'translate:']]",
+                 "- skipped inputs: 1", "- AFN layer: 1"):
+        assert line + "\n" in text
+    with pytest.raises(ValueError, match="every sentence was skipped"):
+        summary(layers, strengths.iloc[:0], corpus, pair_table, skipped, settings)
+    with pytest.raises(ValueError, match=r"afn.layer=3: must be null or an encoder block 1..2"):
+        compare_layers(strengths, pairs, pd.DataFrame(columns=["pair_id"]), make_settings(layer=3))
+
+
+def test_the_run_draws_the_configured_number_of_measured_pairs(strengths, make_settings):
+    pairs = pd.DataFrame([pair_rows(1, 0.8, 0.25), pair_rows(2, 0.4, 0.25)])
+    layers = layer_comparison(strengths, pairs, afn_layer=1)
+    pair_table = pd.DataFrame({"pair_id": ["e0", "c0", "c1"], "kind": ["context"] * 3,
+                               "source": ["example", "sst_minimal_pair", "sst_minimal_pair"],
+                               "text_a": ["a day"] * 3, "text_b": ["a walk"] * 3})
+    shifts = pd.DataFrame([{"pair_id": pair, "layer": layer, "token_index": k, "token": token, "high": k == 1,
+                            "changed": k == 1, "delta": float(layer + k)}
+                           for pair in ("e0", "c1") for layer in (0, 1, 2) for k, token in enumerate(["a", "day"])])
+    strength, rh, heatmaps = plots.afn_figures(layers, shifts, pair_table, 1, make_settings(plots={"n_heatmap_pairs": 3}))
+    assert len(strength.axes) == 3 and isinstance(rh, Figure)
+    # c0 was not measured: two heatmaps (and their colour bars)
+    assert [axis.get_title().split(" ")[0] for axis in heatmaps.axes if axis.get_title()] == ["e0", "c1"]

@@ -2,12 +2,13 @@
 import pandas as pd
 import pytest
 
-from learned_attribution.services.afn.alignment import WordLink
-from learned_attribution.services.afn.corpus import Phrase, read_user_pairs, read_user_sentences, sample_phrases, sst_phrases
-from learned_attribution.services.afn.pairs import (context_pair, pairs_from_frame, pairs_to_frame, prompt_pair,
-                                           sst_minimal_pairs)
 from learned_attribution.core.data.schema import RawText
 from learned_attribution.core.data.sst import TreeParseError
+from learned_attribution.services.afn.alignment import WordLink
+from learned_attribution.services.afn.corpus import (Phrase, read_user_pairs, read_user_sentences, sample_phrases,
+                                                     sst_phrases)
+from learned_attribution.services.afn.pairs import (context_pair, pairs_from_frame, pairs_to_frame, prompt_pair,
+                                                    sst_minimal_pairs)
 
 TREES = RawText("trees.txt", "\n".join([
     # "a truly great film ." root 4; "truly great film" 3 words, label 4; "great film" 2 words
@@ -86,22 +87,17 @@ def test_pair_table_round_trip_through_parquet(tmp_path):
     assert pairs_from_frame(pd.read_parquet(path)) == pairs
 
 
-def test_user_sentences_count_empty_lines(tmp_path):
-    file = tmp_path / "sentences.txt"
-    file.write_text("A day at the park.\n\n   \nIt isn't good\n", encoding="utf-8")
-    sentences, skips = read_user_sentences(file)
+def test_user_sentences_count_empty_lines():
+    raw = RawText("data/sentences.txt", "A day at the park.\n\n   \nIt isn't good\n")
+    sentences, skips = read_user_sentences(raw)
     assert sentences == [(1, ["A", "day", "at", "the", "park", "."]), (4, ["It", "is", "n't", "good"])]
-    assert [(s.item, s.reason) for s in skips] == [(f"{file}:2", "empty sentence"), (f"{file}:3", "empty sentence")]
-    with pytest.raises(FileNotFoundError, match="afn.corpus.user_sentences_file"):
-        read_user_sentences(tmp_path / "missing.txt")
+    assert [(s.item, s.reason) for s in skips] == [("data/sentences.txt:2", "empty sentence"),
+                                                   ("data/sentences.txt:3", "empty sentence")]
 
 
-def test_user_pairs(tmp_path):
-    file = tmp_path / "pairs.tsv"
-    file.write_text("a day at the park\ta walk at the park\n\n \tgood\n", encoding="utf-8")
-    pairs, skips = read_user_pairs(file)
+def test_user_pairs():
+    pairs, skips = read_user_pairs(RawText("pairs.tsv", "a day at the park\ta walk at the park\n\n \tgood\n"))
     assert pairs == [(1, "a day at the park", "a walk at the park")]
-    assert [(s.item, s.reason) for s in skips] == [(f"{file}:3", "empty sentence in pair")]
-    file.write_text("a day\ta walk\nno tab here\n", encoding="utf-8")
+    assert [(s.item, s.reason) for s in skips] == [("pairs.tsv:3", "empty sentence in pair")]
     with pytest.raises(ValueError, match="pairs.tsv, line 2: expected 2 tab-separated columns"):
-        read_user_pairs(file)
+        read_user_pairs(RawText("pairs.tsv", "a day\ta walk\nno tab here\n"))

@@ -51,7 +51,7 @@ def test_feature_extraction_quick(scripts, tmp_path):
 
     # Memory rows: --quick extracts 4 and 12 texts. One feature row per token that is not [CLS], [SEP] or
     # padding: len(input_ids) - 2 per text, whatever the chunking.
-    from learned_attribution.core.models.encoder import PACKAGED_ENCODER, load_tokenizer
+    from learned_attribution.core.models.loading import PACKAGED_ENCODER, load_tokenizer
 
     tokenizer = load_tokenizer(PACKAGED_ENCODER)
     pool = feature_extraction.raw_sst2_examples(tokenizer, PROJECT_ROOT / "data/01_raw/sst2/glue/test.tsv", 128)
@@ -78,7 +78,7 @@ def bare_data_root(tmp_path):
 
 def test_attribution_throughput_quick(scripts, tmp_path):
     _, attribution_throughput = scripts
-    from learned_attribution.core.explainers import EXPLAINERS
+    from learned_attribution.core.explainers import METHODS
 
     attribution_throughput.main([*QUICK, "--output-dir", str(tmp_path), "--data-root", str(bare_data_root(tmp_path))])
 
@@ -92,7 +92,7 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     from learned_attribution.services.amortize import DEFAULT_VARIANTS
 
     students = [f"student:{v}" for v in DEFAULT_VARIANTS]
-    expected = [n for n in EXPLAINERS if n not in ("expnet_plus", "student")] + [f"expnet_plus:{v}" for v in variants]
+    expected = [n for n in METHODS if n not in ("expnet_plus", "student")] + [f"expnet_plus:{v}" for v in variants]
     expected += students
     expected += ["api:expnet_paper", "api:saliency", *(f"api:expnet_plus:{v}" for v in variants)]
     assert sorted(table["method"]) == sorted(["forward_all", "forward_subset", *expected])
@@ -201,7 +201,7 @@ def test_gpu_check_runs_its_agreement_on_the_cpu(scripts, tmp_path):
     summary = gpu_check.main(["--device", "cpu", "--quick", "--skip-throughput", "--skip-smoke", "--output-dir",
                               str(tmp_path)])
     table = pd.read_csv(tmp_path / "gpu_check_agreement.csv")
-    from learned_attribution.core.explainers import EXPLAINERS
+    from learned_attribution.core.explainers import METHODS
 
-    assert {m.split(":")[0] for m in table["method"]} == set(EXPLAINERS)
+    assert {m.split(":")[0] for m in table["method"]} == set(METHODS)
     assert summary["agreement_pass"] and (table["max_relative_difference"] <= table["tolerance"]).all()

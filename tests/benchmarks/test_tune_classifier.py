@@ -107,7 +107,7 @@ def test_synthetic_negatives_corrupt_one_word_position(tune):
 
 
 def test_train_classifier_applies_prepare_model(tune):
-    from learned_attribution.core.models.encoder import PACKAGED_ENCODER, load_tokenizer
+    from learned_attribution.core.models.loading import PACKAGED_ENCODER, load_tokenizer
     from learned_attribution.pipelines.classifiers.nodes import train_classifier
 
     tokenizer = load_tokenizer(PACKAGED_ENCODER)

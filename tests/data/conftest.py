@@ -24,6 +24,6 @@ def write_raw(tmp_path: Path):
 @pytest.fixture(scope="session")
 def packaged_tokenizer():
     """The default encoder's WordPiece tokenizer (packaged all-MiniLM-L6-v2), loaded once per session."""
-    from learned_attribution.core.models.encoder import PACKAGED_ENCODER, load_tokenizer
+    from learned_attribution.core.models.loading import PACKAGED_ENCODER, load_tokenizer
 
     return load_tokenizer(PACKAGED_ENCODER)

@@ -16,7 +16,7 @@ from learned_attribution.core.data.cola import (
     group_pairs,
     load_cola,
     rationale_from_edits,
-    split_words,
+    sentence_words,
 )
 from learned_attribution.core.data.schema import DataFormatError
 
@@ -79,17 +79,17 @@ def cola_files(write_raw):
 
 
 def _sentence(line: int, text: str, label: int = 1, source: str = "s") -> Sentence:
-    return Sentence(f"cola:f:line{line}", "f.tsv", line, source, label, text, split_words(text))
+    return Sentence(f"cola:f:line{line}", "f.tsv", line, source, label, text, sentence_words(text))
 
 
 def test_split_words_splits_punctuation_and_keeps_word_internal_marks():
-    assert split_words("John's well-known book, isn't it?") == \
+    assert sentence_words("John's well-known book, isn't it?") == \
         ["John's", "well-known", "book", ",", "isn't", "it", "?"]
 
 
 def test_control_characters_are_not_words():
     # Three raw train lines hold a stray backspace; it must not become an edited (marked) "word".
-    assert split_words("will put \x08a picture") == ["will", "put", "a", "picture"]
+    assert sentence_words("will put \x08a picture") == ["will", "put", "a", "picture"]
     assert clean_text("  put \x08a\x7f picture ") == "put a picture"
 
 

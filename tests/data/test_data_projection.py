@@ -10,7 +10,7 @@ import logging
 import pandas as pd
 import pytest
 
-from learned_attribution.core.data.projection import IGNORE, project_to_subwords
+from learned_attribution.core.models.projection import IGNORE, project_to_subwords
 
 CLS, SEP = 101, 102
 THE, CAT, GOOD = 1996, 4937, 2204
@@ -51,7 +51,7 @@ def test_special_tokens_carry_no_label_and_no_word(packaged_tokenizer):
 
 def test_truncation_inside_a_word_keeps_labels_aligned_and_is_flagged(packaged_tokenizer, caplog):
     examples = _examples([(WORDS, [0, 1, 0, 1]), (["cat"], [1])])
-    with caplog.at_level(logging.INFO, logger="learned_attribution.core.data.projection"):
+    with caplog.at_level(logging.INFO, logger="learned_attribution.core.models.projection"):
         projected = project_to_subwords(examples, packaged_tokenizer, max_length=6)
     row = projected.iloc[0]
     assert row["input_ids"] == [CLS, THE, *UNBELIEVABLY[:3], SEP]
@@ -72,7 +72,7 @@ def test_truncation_boundary(packaged_tokenizer, max_length, truncated):
 def test_words_with_spaces_punctuation_or_no_subword(packaged_tokenizer, caplog):
     # "8 1/2" is one SST leaf; "don't" splits at the apostrophe; a lone zero-width space has no token.
     examples = _examples([(["don't", "\u200b", "8 1/2"], [1, 1, 0])])
-    with caplog.at_level(logging.INFO, logger="learned_attribution.core.data.projection"):
+    with caplog.at_level(logging.INFO, logger="learned_attribution.core.models.projection"):
         row = project_to_subwords(examples, packaged_tokenizer, 32).iloc[0]
     assert row["input_ids"] == [CLS, 2123, 1005, 1056, 1022, 1015, 1013, 1016, SEP]
     assert row["word_ids"] == [-1, 0, 0, 0, 2, 2, 2, 2, -1]
@@ -89,7 +89,7 @@ def test_the_datasets_map_driver_equals_the_pandas_one(packaged_tokenizer, tmp_p
     """The data pipeline projects through `Dataset.map(batched=True)`; batches of 2 give what one call gives."""
     import datasets
 
-    from learned_attribution.core.data.projection import project_dataset
+    from learned_attribution.core.models.projection import project_dataset
 
     # The first batch has no rationale at all (only null token labels), the others mix.
     rows = [(["the", "cat"], None), (["good"], None), (WORDS, [0, 1, 0, 1]), (["cat"], [1]), (["the", "cat"], None),

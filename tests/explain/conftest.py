@@ -39,9 +39,9 @@ def write_classifier(folder: Path, seed: int = 0, **overrides) -> Path:
 def write_fold(models_dir: Path, task: str = "sst2", seed: int = 0, best_baseline: str = "saliency") -> Path:
     """models_dir/heldout_<task>/ (paper ExpNet, ExpNet+, a shape-free ExpNet+ variant, fold.json) beside
     models_dir/classifier_<task>/."""
-    from learned_attribution.services.explain import load_classifier
-    from learned_attribution.core.models.artifacts import explainer_context, save_explainer
-    from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, LearnedExplainer, SimplexStack,
+    from learned_attribution.core.models.loading import load_classifier
+    from learned_attribution.core.models.artifacts import explainer_context, save_learned
+    from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, LearnedModel, SimplexStack,
                                                     Variant, head_of_columns)
     from learned_attribution.core.models.signals import columns_for
 
@@ -60,25 +60,25 @@ def write_fold(models_dir: Path, task: str = "sst2", seed: int = 0, best_baselin
                              std=(rng.random(len(columns)) + 0.5).astype(np.float32), **steps)
 
     paper_columns = columns_for(["attention"], heads, layers)
-    paper = LearnedExplainer(Variant("expnet_paper", stopping="token_auroc"), inputs(paper_columns),
+    paper = LearnedModel(Variant("expnet_paper", stopping="token_auroc"), inputs(paper_columns),
                              GatedExpNet(len(paper_columns), 4).eval(), calibrated_threshold=0.45, context=context)
     variant = Variant("gated_signals", feature_sets=("attention", "attention_x_gradient", "position"), gating=True,
                       standardise="per_task")
     columns = columns_for(variant.feature_sets, heads, layers)
-    plus = LearnedExplainer(variant, inputs(columns), GatedExpNet(len(columns), 4, head_of_columns(columns)).eval(),
+    plus = LearnedModel(variant, inputs(columns), GatedExpNet(len(columns), 4, head_of_columns(columns)).eval(),
                             calibrated_threshold=0.5, context=context)
     shape_free = Variant("shape_free_stack", feature_sets=("attention_stats", "layer_gradient", "afn_norm_depths",
                                                            "position"), network="simplex")
     free_columns = columns_for(shape_free.feature_sets, heads, layers)
-    free = LearnedExplainer(shape_free, InputPipeline(free_columns, ranks=True, mean=np.zeros(len(free_columns),
+    free = LearnedModel(shape_free, InputPipeline(free_columns, ranks=True, mean=np.zeros(len(free_columns),
                                                                                              np.float32),
                                                       std=np.ones(len(free_columns), np.float32)),
                             SimplexStack(len(free_columns), members=2).eval(), calibrated_threshold=0.55,
                             context=context)
     folder = models_dir / fold
-    save_explainer(paper, folder / "expnet_paper")
-    save_explainer(plus, folder / "expnet_plus")
-    save_explainer(free, folder / "expnet_plus_shape_free")
+    save_learned(paper, folder / "expnet_paper")
+    save_learned(plus, folder / "expnet_plus")
+    save_learned(free, folder / "expnet_plus_shape_free")
     (folder / "fold.json").write_text(json.dumps({
         "fold": fold, "held_out_task": task, "best_baseline": best_baseline, "best_baseline_auroc": 0.7,
         "baselines": {"saliency": {}, "integrated_gradients": {"n_steps": 4}, "lime": {"n_samples": 20}},

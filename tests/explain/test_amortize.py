@@ -1,4 +1,4 @@
-"""Amortized students (issue 14, amortize.py): the teacher's resumable parts, in process and on a real 2-worker Dask
+"""Amortized students (issue 14, services/amortize): the teacher's resumable parts, in process and on a real 2-worker Dask
 LocalCluster, the student fitted and applied on two families (tiny BERT, tiny RoBERTa), its binding to its own
 classifier, the `fit` and `explain --explainer` commands, and every bad input of the issue."""
 from __future__ import annotations
@@ -9,14 +9,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.services import amortize
-from learned_attribution.services.amortize import (AmortizeSettings, Teacher, fidelity_table, teacher_attributions,
-                                          unlabeled_examples)
 from learned_attribution.adapters.cli import main
-from learned_attribution.adapters.kedro_datasets import TrainedClassifier
-from learned_attribution.services.distributed import DaskSettings
-from learned_attribution.services.explain import FoldExplainer, load_classifier
 from learned_attribution.core.models import artifacts
+from learned_attribution.core.models.loading import TrainedClassifier, load_classifier
+from learned_attribution.services import amortize
+from learned_attribution.services.amortize import student_bundle
+from learned_attribution.services.amortize import teacher as teacher_module
+from learned_attribution.services.amortize.examples import unlabeled_examples
+from learned_attribution.services.amortize.scores import fidelity_table, scores_of
+from learned_attribution.services.amortize.settings import (DEFAULT_TRAINING, DEFAULT_VARIANTS, AmortizeSettings,
+                                                            amortize_settings)
+from learned_attribution.services.amortize.teacher import Teacher, teacher_attributions
+from learned_attribution.services.bundle import write_bundle
+from learned_attribution.services.distributed import DaskSettings
+from learned_attribution.services.explain import StudentExplainer
 
 WORDS = ["the", "movie", "is", "great", "a", "bad", "film", "so", "boring", "and", "slow", "fun", "story", "plot",
          "was", "very", "dull", "love", "it", "not", "good", "funny", "sad", "end", "sharp", "actors"]
@@ -35,9 +41,14 @@ def classifier(classifier_writer, tmp_path):
 def quick_settings(**overrides) -> AmortizeSettings:
     base = dict(teacher=Teacher("occlusion", {}), held_out_texts=6, reference_factor=2, part_size=8, batch_size=4,
                 cost_texts=3, n_boot=50, max_texts=None,
-                training={"hidden": 8, "learning_rate": 5e-3, "batch_size": 8, "max_epochs": 6, "patience": 3,
-                          "seeds": 2})
+                training={**DEFAULT_TRAINING, "hidden": 8, "learning_rate": 5e-3, "batch_size": 8, "max_epochs": 6,
+                          "patience": 3, "seeds": 2})
     return AmortizeSettings(**{**base, **overrides})
+
+
+def save_student(folder, result, settings, classifier):
+    """The student's folder, as `learned-attribution fit` writes it (its bundle: student, card, tables, report)."""
+    return write_bundle(student_bundle(result, settings, classifier, f"Student of {folder.name}"), folder)
 
 
 def test_a_teacher_checks_its_settings_and_scales_its_budget():
@@ -64,7 +75,7 @@ def test_texts_too_short_are_skipped_and_counted_and_all_too_short_is_an_error(c
 def test_teacher_parts_resume_without_recomputing_and_never_reuse_other_inputs(classifier, tmp_path, monkeypatch):
     examples, _ = unlabeled_examples(classifier, texts(20))
     teacher = Teacher("kernel_shap", {"n_samples": 16, "seed": 0})
-    real = amortize.teacher._write_part
+    real = teacher_module._write_part
     written = []
 
     def killed_after_two(path, chunk, run):  # the run is killed while the third part is being computed
@@ -73,11 +84,11 @@ def test_teacher_parts_resume_without_recomputing_and_never_reuse_other_inputs(c
         written.append(path.name)
         real(path, chunk, run)
 
-    monkeypatch.setattr(amortize.teacher, "_write_part", killed_after_two)
+    monkeypatch.setattr(teacher_module, "_write_part", killed_after_two)
     with pytest.raises(KeyboardInterrupt):
         teacher_attributions(classifier, examples, teacher, tmp_path / "cache", part_size=6, progress=False)
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(written)  # complete parts only
-    monkeypatch.setattr(amortize.teacher, "_write_part", real)
+    monkeypatch.setattr(teacher_module, "_write_part", real)
     resumed = teacher_attributions(classifier, examples, teacher, tmp_path / "cache", part_size=6, progress=False)
     assert resumed.reused_parts == 2 and resumed.n_computed == 20 - 12
     fresh = teacher_attributions(classifier, examples, teacher, tmp_path / "fresh", part_size=6, progress=False)
@@ -122,7 +133,8 @@ def test_the_teacher_on_dask_gives_the_in_process_scores(classifier, tmp_path):
     examples, _ = unlabeled_examples(classifier, texts(12, seed=1))
     teacher = Teacher("kernel_shap", {"n_samples": 16, "seed": 0})
     local = teacher_attributions(classifier, examples, teacher, tmp_path / "local", part_size=6, progress=False)
-    dask = DaskSettings("local", n_workers=2, threads_per_worker=1, retries=0, device="cpu")
+    dask = DaskSettings("local", n_workers=2, threads_per_worker=1, methods=None, batches_per_task=1, retries=0,
+                        device="cpu")
     remote = teacher_attributions(classifier, examples, teacher, tmp_path / "dask", part_size=6, batch_size=2,
                                   dask=dask, progress=False)
     assert remote.scores["example_id"].tolist() == local.scores["example_id"].tolist()
@@ -152,29 +164,29 @@ def test_a_student_is_fitted_saved_and_applied_to_new_text_on_two_families(famil
     settings = quick_settings()
     result = amortize.amortize(classifier, texts(40), None, settings, tmp_path / "cache", progress=False)
     assert result.n_train == 34 and result.n_held_out == 6
-    assert result.variants["selected"].sum() == 1 and set(result.variants["variant"]) == set(amortize.DEFAULT_VARIANTS)
+    assert result.variants["selected"].sum() == 1 and set(result.variants["variant"]) == set(DEFAULT_VARIANTS)
     teacher_row = result.fidelity[result.fidelity["method"].str.startswith("teacher")].iloc[0]
     assert teacher_row["spearman"] == pytest.approx(1.0)  # occlusion is exact: the reference is itself
     assert set(result.faithfulness["method"]) == {"student", "saliency", teacher_row["method"]}
     assert (result.cost.set_index("method").at["forward", "ratio_to_forward"]) == pytest.approx(1.0)
-    folder = amortize.save_amortized(tmp_path / "student", result, settings, classifier)
+    folder = save_student(tmp_path / "student", result, settings, classifier)
     assert {p.name for p in folder.iterdir()} >= {"student", "fold.json", "report.md", "fidelity.csv", "cost.csv"}
     assert not list(folder.rglob("*.pkl")) and not list(folder.rglob("*.pt"))  # safetensors + JSON
-    explainer = FoldExplainer.from_student(folder)
+    explainer = StudentExplainer.from_folder(folder)
     assert explainer.default_methods == ["student", "occlusion"] and "expnet_plus" not in explainer.methods
     [explained] = explainer.explain(["the movie is great and fun"])
     assert len(explained.word_scores["student"]) == 6 and sum(explained.rationale["student"]) == 1  # top 20%: 1 word
     # The same scores as the student gives the held-out texts through the evaluation path.
     held = unlabeled_examples(classifier, ["the movie is great and fun"])[0]
-    scores, _ = amortize.scores_of(classifier, held, {"student": explainer.explainer("student")})
+    scores, _ = scores_of(classifier, held, {"student": explainer.method("student")})
     np.testing.assert_allclose(scores["scores"].iloc[0], explained.token_scores["student"], rtol=1e-5)
 
 
-def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifier):
+def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifier, training_settings):
     """Known answer: a teacher whose scores are a signal the student reads (each token's relative position) is
     reproduced on the training texts (Spearman near 1); scores it cannot read (noise) are not."""
-    from learned_attribution.services.amortize.student import fit_student, student_signals, student_variants
-    from learned_attribution.core.models.learned import TrainingSettings
+    from learned_attribution.services.amortize.settings import student_variants
+    from learned_attribution.services.amortize.student import fit_student, student_signals
 
     examples = unlabeled_examples(classifier, texts(40))[0]
     signals = student_signals(classifier, examples, ["position"], -1, 8)
@@ -184,7 +196,7 @@ def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifi
     rng = np.random.default_rng(0)
     noise = readable.assign(scores=readable["scores"].map(lambda s: rng.normal(size=len(s))))
     variants = student_variants({"position_only": {"feature_sets": ["position"]}})
-    training = TrainingSettings(hidden=8, learning_rate=1e-2, batch_size=8, max_epochs=40, patience=40, seeds=1)
+    training = training_settings(hidden=8, learning_rate=1e-2, batch_size=8, max_epochs=40, patience=40, seeds=1)
     fitted = [fit_student(classifier, signals, labels, variants, training)[1].iloc[0] for labels in (readable, noise)]
     assert fitted[0]["train_spearman"] > 0.95 and fitted[0]["val_spearman"] > 0.95
     assert fitted[1]["train_spearman"] < 0.5
@@ -195,9 +207,9 @@ def test_a_student_refuses_another_classifier_naming_both(classifier_writer, tmp
     settings = quick_settings(reference_factor=0)
     result = amortize.amortize(classifier, texts(30), None, settings, tmp_path / "cache", progress=False)
     assert result.fidelity.empty  # no reference asked for
-    folder = amortize.save_amortized(tmp_path / "student", result, settings, classifier)
+    folder = save_student(tmp_path / "student", result, settings, classifier)
     other = load_classifier(classifier_writer(tmp_path / "other", seed=2))  # same shape, other weights
-    explainer = FoldExplainer.from_student(folder, classifier=other)
+    explainer = StudentExplainer.from_folder(folder, classifier=other)
     assert "student" in explainer.incompatible and explainer.default_methods == ["occlusion"]
     with pytest.raises(artifacts.IncompatibleClassifierError, match=r"classifier.*fingerprint .*this classifier"):
         explainer.explain(["the movie is great"], methods=["student"])
@@ -256,12 +268,18 @@ def test_the_fit_command_trains_a_student_and_explain_applies_it(classifier_writ
 
 
 def test_the_default_student_settings_are_the_pipelines(project_root):
+    """The `fit` command and the amortize pipeline make the same student: the defaults live in the code only, and the
+    shipped `amortize` block, parsed as the pipeline parses it, gives them (at the explained layer)."""
     import yaml
 
     params = yaml.safe_load((project_root / "conf/base/parameters_amortize.yml").read_text())["amortize"]
-    assert params["student"]["variants"] == amortize.DEFAULT_VARIANTS
-    assert params["student"]["training"] == amortize.DEFAULT_TRAINING
-    AmortizeSettings.from_params(params)  # and they parse
+    layer = yaml.safe_load((project_root / "conf/base/parameters.yml").read_text())["explained_layer"]
+    parsed = amortize_settings(params, layer)  # and they parse
+    assert parsed == AmortizeSettings(layer=layer)
+    assert [v.name for v in parsed.variants] == list(DEFAULT_VARIANTS)
+    assert {v.name: v.feature_sets for v in parsed.variants} == {name: tuple(recipe["feature_sets"])
+                                                                 for name, recipe in DEFAULT_VARIANTS.items()}
+    assert dict(parsed.training) == DEFAULT_TRAINING
 
 
 def card_variant(folder) -> str:
@@ -271,13 +289,13 @@ def card_variant(folder) -> str:
 def test_a_student_is_served_as_a_pyfunc_model_like_a_fold(classifier_writer, tmp_path):
     import mlflow.pyfunc
 
-    from learned_attribution.adapters.serving import save_fold_model
+    from learned_attribution.adapters.serving import save_model
 
     classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
     settings = quick_settings(reference_factor=0)
     result = amortize.amortize(classifier, texts(30), None, settings, tmp_path / "cache", progress=False)
-    folder = amortize.save_amortized(tmp_path / "student", result, settings, classifier)
-    model = mlflow.pyfunc.load_model(str(save_fold_model(folder, tmp_path / "classifier", tmp_path / "model")))
+    folder = save_student(tmp_path / "student", result, settings, classifier)
+    model = mlflow.pyfunc.load_model(str(save_model(folder, tmp_path / "classifier", tmp_path / "model")))
     [record] = model.predict(pd.DataFrame({"text": ["the movie is great and fun"]}))
-    direct = FoldExplainer.from_student(folder).explain(["the movie is great and fun"])[0].record()
+    direct = StudentExplainer.from_folder(folder).explain(["the movie is great and fun"])[0].record()
     assert record["scores"] == direct["scores"] and set(record["scores"]) == {"student", "occlusion"}

@@ -7,10 +7,13 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.services.evaluation import explain_examples
-from learned_attribution.services.explain import (ExplainInputError, FoldExplainer, load_classifier, own_rule, split_words,
-                                         word_scores)
-from learned_attribution.core.explainers import build_explainer
+from learned_attribution.core.data.words import whitespace_words
+from learned_attribution.core.errors import InputError
+from learned_attribution.core.explainers import build_method
+from learned_attribution.core.explainers.apply import explain_examples
+from learned_attribution.core.models.loading import load_classifier
+from learned_attribution.services.explain import FoldExplainer
+from learned_attribution.services.explanation import own_rule, word_scores
 from learned_attribution.core.models.features import cls_attention_features
 from learned_attribution.core.models.signals import token_vocabulary
 
@@ -23,7 +26,8 @@ def fold(tiny_models_dir):
 
 
 def test_word_segmentation_and_aggregation_known_answers():
-    assert split_words("  A gutsy\tand exhilarating movie .\n") == ["A", "gutsy", "and", "exhilarating", "movie", "."]
+    assert whitespace_words("  A gutsy\tand exhilarating movie .\n")[0] == ["A", "gutsy", "and", "exhilarating", "movie",
+                                                                           "."]
     # tokens 0,1 -> word 0; token 2 -> word 2; word 1 has no token
     assert word_scores(np.array([0.1, 0.5, -0.2]), [0, 0, 2], 3, signed=False) == [0.5, None, -0.2]
     assert word_scores(np.array([0.1, 0.5, -0.2]), [0, 0, 2], 3, signed=True) == pytest.approx([0.6, None, -0.2])
@@ -51,6 +55,7 @@ def test_paper_expnet_scores_equal_the_network_on_the_classifier_attention(fold)
     assert result.rationale["expnet_paper"] == own_rule(list(expected), 0.45, 0.4)
 
 
+@pytest.mark.slow
 def test_every_method_equals_the_registry_explainer_on_the_same_batch(fold):
     methods = ["expnet_plus", "expnet_paper", "saliency", "integrated_gradients", "raw_attention", "lime"]
     results = fold.explain(TEXTS, methods=methods, batch_size=2)
@@ -58,12 +63,12 @@ def test_every_method_equals_the_registry_explainer_on_the_same_batch(fold):
     examples = pd.DataFrame({"example_id": ["0", "1", "2"],
                              "input_ids": [tokenizer(t.split(), is_split_into_words=True)["input_ids"] for t in TEXTS],
                              "predicted": [r.predicted for r in results]})
-    explainers = {"expnet_plus": build_explainer("expnet_plus", model=fold.learned["expnet_plus"], layer=-1,
+    explainers = {"expnet_plus": build_method("expnet_plus", model=fold.learned["expnet_plus"], layer=-1,
                                                  vocabulary=token_vocabulary(tokenizer)),
-                  "expnet_paper": build_explainer("expnet_paper", model=fold.learned["expnet_paper"], layer=-1),
-                  "saliency": build_explainer("saliency"),
-                  "integrated_gradients": build_explainer("integrated_gradients", n_steps=4),  # fold.json setting
-                  "raw_attention": build_explainer("raw_attention"), "lime": build_explainer("lime", n_samples=20)}
+                  "expnet_paper": build_method("expnet_paper", model=fold.learned["expnet_paper"], layer=-1),
+                  "saliency": build_method("saliency"),
+                  "integrated_gradients": build_method("integrated_gradients", n_steps=4),  # fold.json setting
+                  "raw_attention": build_method("raw_attention"), "lime": build_method("lime", n_samples=20)}
     run = explain_examples(fold.classifier.model, tokenizer, examples, explainers, batch_size=3)
     assert run.failures.empty
     direct = run.scores.set_index(["example_id", "method"])["scores"]
@@ -138,19 +143,19 @@ def test_an_incompatible_classifier_stops_before_a_learned_method_explains(tiny_
 
 
 def test_bad_inputs_name_what_is_wrong(fold, tiny_models_dir, tmp_path):
-    with pytest.raises(ExplainInputError, match="text 1 is empty or whitespace only"):
+    with pytest.raises(InputError, match="text 1 is empty or whitespace only"):
         fold.explain(["fine", "   "])
-    with pytest.raises(ExplainInputError, match=r"unknown method 'salency'; available: \['expnet_plus', 'expnet_paper'"):
+    with pytest.raises(InputError, match=r"unknown method 'salency'; available: \['expnet_plus', 'expnet_paper'"):
         fold.explain(["fine"], methods=["salency"])
-    with pytest.raises(ExplainInputError, match="batch_size=0"):
+    with pytest.raises(InputError, match="batch_size=0"):
         fold.explain(["fine"], batch_size=0)
-    with pytest.raises(ExplainInputError, match=r"unknown fold 'heldout_imdb'; the folds are .*trained in .*heldout_sst2"):
+    with pytest.raises(InputError, match=r"unknown fold 'heldout_imdb'; the folds are .*trained in .*heldout_sst2"):
         FoldExplainer.from_fold("heldout_imdb", models_dir=tiny_models_dir)
-    with pytest.raises(ExplainInputError, match=r"no trained fold at .*heldout_cola.*kedro run --pipeline crosstask"):
+    with pytest.raises(InputError, match=r"no trained fold at .*heldout_cola.*kedro run --pipeline crosstask"):
         FoldExplainer.from_fold("heldout_cola", models_dir=tiny_models_dir)
-    with pytest.raises(ExplainInputError, match=r"classifier folder no/such/model does not exist"):
+    with pytest.raises(InputError, match=r"classifier folder no/such/model does not exist"):
         FoldExplainer.from_fold("heldout_sst2", classifier="no/such/model", models_dir=tiny_models_dir)
-    with pytest.raises(ExplainInputError, match=r"classifier 'no-such/model' could not be loaded"):  # the hub
+    with pytest.raises(InputError, match=r"classifier 'no-such/model' could not be loaded"):  # the hub
         FoldExplainer.from_fold("heldout_sst2", classifier="no-such/model", models_dir=tiny_models_dir)
-    with pytest.raises(ExplainInputError, match=r"no trained cola classifier at .*kedro run --pipeline classifiers"):
+    with pytest.raises(InputError, match=r"no trained cola classifier at .*kedro run --pipeline classifiers"):
         FoldExplainer.from_fold("heldout_sst2", classifier="cola", models_dir=tiny_models_dir)

@@ -9,7 +9,7 @@ import pytest
 
 from learned_attribution.adapters.cli import main
 from learned_attribution.core.data.texts import read_inputs
-from learned_attribution.services.explain import ExplainInputError
+from learned_attribution.core.errors import InputError
 
 
 def run(tiny_models_dir, *args):
@@ -91,10 +91,11 @@ def test_bad_arguments(tiny_models_dir, capsys, tmp_path):
 
 
 def test_a_missing_input_file_is_named():
-    with pytest.raises(ExplainInputError):
+    with pytest.raises(InputError):
         read_inputs("missing.txt")
 
 
+@pytest.mark.slow
 def test_the_console_script_is_installed(tiny_models_dir, tmp_path):
     script = Path(sys.executable).with_name("learned-attribution")
     result = subprocess.run([str(script), "explain", "--fold", "heldout_sst2", "--models-dir", str(tiny_models_dir),
@@ -103,6 +104,7 @@ def test_the_console_script_is_installed(tiny_models_dir, tmp_path):
     assert json.loads(result.stdout)["words"] == ["a", "sad", "story"]
 
 
+@pytest.mark.slow
 def test_the_kedro_cli_still_loads_the_project(project_root):
     """Kedro imports `<package>.cli` as project commands: the console script must live elsewhere."""
     kedro = Path(sys.executable).with_name("kedro")

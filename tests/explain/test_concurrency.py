@@ -6,6 +6,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import pytest
 
 from learned_attribution.services.explain import FoldExplainer
 
@@ -28,6 +29,7 @@ def assert_same(got: list[dict], want: list[dict]) -> None:
                                        atol=1e-6, err_msg=method)
 
 
+@pytest.mark.slow
 def test_concurrent_explanations_equal_the_sequential_ones(tiny_models_dir):
     explainer = FoldExplainer.from_fold("heldout_sst2", models_dir=tiny_models_dir, device="cpu")
     expected = {i: records(explainer, [TEXTS[i % len(TEXTS)], TEXTS[(i + 1) % len(TEXTS)]]) for i in range(len(TEXTS))}

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from learned_attribution.core import atomic
 from learned_attribution.adapters.cli import main
+from learned_attribution.core import atomic
 from learned_attribution.core.data.texts import read_inputs
-from learned_attribution.services.explain import (UNKNOWN_SHARE_THRESHOLD, ExplainInputError, FoldExplainer, fold_folder,
-                                         load_classifier)
+from learned_attribution.core.errors import InputError
+from learned_attribution.core.models.loading import load_classifier
+from learned_attribution.services.bundle import fold_folder, task_classifier
+from learned_attribution.services.explain import FoldExplainer
+from learned_attribution.services.explanation import UNKNOWN_SHARE_THRESHOLD
 
 
 def run(tiny_models_dir, *args):
@@ -91,11 +94,11 @@ def test_write_text_atomically_removes_its_temporary_file_on_any_failure(tmp_pat
 
 def test_max_length_above_the_models_positions_is_named_with_the_maximum(tiny_models_dir, tmp_path, capsys):
     # The tiny classifier has max_position_embeddings 64.
-    with pytest.raises(ExplainInputError, match=r"max_length=1000 is more than the classifier accepts: at most 64 "):
+    with pytest.raises(InputError, match=r"max_length=1000 is more than the classifier accepts: at most 64 "):
         FoldExplainer.from_fold("heldout_sst2", models_dir=tiny_models_dir, device="cpu", max_length=1000)
     assert run(tiny_models_dir, "fine", "--max-length", "65") == 2
     assert "max_length=65 is more than the classifier accepts: at most 64" in capsys.readouterr().err
-    with pytest.raises(ExplainInputError, match=r"max_length=2: must be an integer of at least 3"):
+    with pytest.raises(InputError, match=r"max_length=2: must be an integer of at least 3"):
         FoldExplainer.from_fold("heldout_sst2", models_dir=tiny_models_dir, device="cpu", max_length=2)
     assert FoldExplainer.from_fold("heldout_sst2", models_dir=tiny_models_dir, device="cpu",
                                    max_length=64).max_length == 64
@@ -104,7 +107,7 @@ def test_max_length_above_the_models_positions_is_named_with_the_maximum(tiny_mo
 def test_position_offsets_of_roberta_style_models_lower_the_maximum():
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
-    from learned_attribution.services.explain import max_positions
+    from learned_attribution.core.models.loading import max_positions
 
     model = RobertaForSequenceClassification(RobertaConfig(
         vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
@@ -144,16 +147,16 @@ def test_a_mostly_unknown_text_is_flagged_with_a_warning(fold, caplog):
 def test_a_classifier_path_that_does_not_exist_is_named_as_a_missing_folder(tmp_path, monkeypatch, spec):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models").mkdir()  # `models/x`: a relative folder under an existing one is a path
-    with pytest.raises(ExplainInputError, match=f"classifier folder {spec} does not exist"):
+    with pytest.raises(InputError, match=f"classifier folder {spec} does not exist"):
         load_classifier(spec)
 
 
 def test_only_a_plain_org_name_goes_to_the_hub_and_a_folder_without_config_is_named(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ExplainInputError, match=r"classifier 'no-org/no-model' could not be loaded"):
+    with pytest.raises(InputError, match=r"classifier 'no-org/no-model' could not be loaded"):
         load_classifier("no-org/no-model")  # HF_HUB_OFFLINE: the hub is asked and fails
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ExplainInputError, match=r"classifier folder empty has no config.json"):
+    with pytest.raises(InputError, match=r"classifier folder empty has no config.json"):
         load_classifier("empty")
 
 
@@ -175,18 +178,18 @@ def test_blank_lines_of_a_txt_file_are_skipped_and_counted(tmp_path, caplog):
     assert texts == ["the movie", "bad film"] and ids == ["1", "4"]  # ids stay line numbers
     assert f"{source}: skipped 3 blank lines (lines 2, 3, 5)" in caplog.text
     source.write_text("\n \n")
-    with pytest.raises(ExplainInputError, match="in.txt: no texts"):
+    with pytest.raises(InputError, match="in.txt: no texts"):
         read_inputs(source)
 
 
 def test_a_missing_models_dir_names_models_dir(tmp_path, capsys):
     missing = tmp_path / "elsewhere" / "06_models"
     for fold in ("heldout_sst2", "heldout_imdb"):
-        with pytest.raises(ExplainInputError, match=r"models folder .*06_models does not exist .*--models-dir "
+        with pytest.raises(InputError, match=r"models folder .*06_models does not exist .*--models-dir "
                                                     r"\(API: models_dir="):
             fold_folder(fold, missing)
-    with pytest.raises(ExplainInputError, match=r"models folder .* does not exist .*--models-dir"):
-        load_classifier("sst2", missing)
+    with pytest.raises(InputError, match=r"models folder .* does not exist .*--models-dir"):
+        task_classifier("sst2", missing)
     assert main(["explain", "--fold", "heldout_sst2", "--models-dir", str(missing), "fine"]) == 2
     err = capsys.readouterr().err
     assert "--models-dir" in err and "kedro run" not in err

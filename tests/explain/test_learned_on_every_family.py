@@ -1,156 +1,171 @@
-"""Both learned explainers on every supported family (issue 12, item 3): a fold is trained with the pipeline's own
-node functions on a tiny classifier of the family (signals, attention features, the paper's ExpNet, ExpNet+
-selection and fit), saved as the pipeline saves it, and applied through the Python API and the pyfunc model.
-Across architectures (item 6): a fold trained on tiny BERTs explains a tiny RoBERTa and a tiny DistilBERT of other
-depths and head counts with its shape-free variant, through the API, the CLI and the served model."""
-from __future__ import annotations
+"""The learned explainers trained and applied on EVERY supported family (issue 12, items 3 and 6), in core only:
+signal rows extracted from a tiny classifier of the family (`signals.signal_rows`), the paper's ExpNet, an ExpNet+
+variant (per-task standardisation and self-training on the held-out classifier's unlabeled rows) and a student
+trained on them with the one loop (`fit_variant`), saved and loaded as artifacts (`save_learned` / `load_learned`),
+then applied to the classifier through their attribution methods. The known answer: the method's scores are the
+trained model's own `predict` on the signal rows of the family, token for token, and the loaded model's equal
+the trained one's bit for bit. Across families and shapes, a shape-free variant trained on BERT reads a RoBERTa,
+a DistilBERT and a DeBERTa of other depths and head counts with the same columns, and its scores there are its
+`predict` on their rows; the paper's ExpNet, one column per head, is refused by `check_compatible`.
 
-import json
+(What each signal is, per family, is checked against direct computations in tests/models/
+test_signals_every_family.py; the API, CLI and served-model paths of these folds in tests/explain/test_api.py,
+test_cli.py and test_serving_model.py.)"""
+from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from learned_attribution.core.data.projection import project_to_subwords
-from learned_attribution.adapters.kedro_datasets import TrainedClassifier
-from learned_attribution.services.explain import FoldExplainer
-from learned_attribution.core.models.artifacts import save_explainer
-from learned_attribution.pipelines.classifiers.nodes import attention_features, explainer_signals
-from learned_attribution.pipelines.crosstask.nodes import (chosen_expnet_plus, fit_expnet_plus, select_expnet_plus,
-                                                           train_fold_expnet)
+from learned_attribution.core.explainers import build_method
+from learned_attribution.core.explainers.apply import tokenizer_batch
+from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES
+from learned_attribution.core.models.artifacts import (IncompatibleClassifierError, check_compatible,
+                                                       explainer_context, load_learned, save_learned)
+from learned_attribution.core.models.learned import Variant, fit_variant
+from learned_attribution.core.models.signals import model_columns, signal_rows, token_vocabulary
 
-FAMILIES = ["bert", "roberta", "xlm-roberta", "distilbert", "electra", "deberta-v2", "mpnet"]
-WORDS = ("the", "film", "was", "good", "bad", "boring", "not", "very", "and", "but", "it", "plot", "fun", ",", ".")
-EXPNET = {"variant": {"feature_sets": ["attention"], "stopping": "token_auroc"},
-          "training": {"hidden": 8, "learning_rate": 1e-2, "batch_unit": "tokens", "batch_size": 256, "max_epochs": 3,
-                       "patience": 2, "seeds": 1},
-          "threshold": 0.5}
-EXPNET_PLUS = {"training": {"hidden": 8, "batch_size": 16, "max_epochs": 3, "patience": 2, "seeds": 2},
-               "variants": {"signals": {"feature_sets": ["attention", "attention_x_gradient", "position",
-                                                         "token_kind"], "standardise": "per_task",
-                                        "objective": "pairwise"},
-                            "stack": {"feature_sets": ["attention", "attention_x_gradient", "saliency"],
-                                      "objective": "pairwise", "network": "simplex", "self_training": True,
-                                      "pseudo": "agreement"},
-                            "shape_free": {"feature_sets": ["attention_stats", "attention_x_gradient_stats",
-                                                            "layer_gradient", "raw_attention_depths",
-                                                            "afn_norm_depths", "position"],
-                                           "example_z": True, "objective": "pairwise", "self_training": True}},
-               "candidates": "all"}
-PARAMS = {"layer": -1, "batch_size": 8, "chunk_size": 1000, "source": "classifier"}
+# "unbelievable" is known in pieces only (un + believ + able): every kind of tokenizer continues words somewhere, so
+# no signal column is constant in training (a constant column's standard deviation is 1e-6: at prediction on another
+# family it would be divided by 1e-6, and every score saturate).
+WORDS = ("the", "film", "was", "good", "bad", "boring", "not", "very", "and", "but", "it", "plot", "fun", ",", ".",
+         "unbelievable")
+SENTIMENT = {"good", "bad", "boring", "fun"}  # the rationale: the sentiment words of a text
+PAPER = Variant(name="expnet_paper", stopping="token_auroc")
+PLUS = Variant(name="signals", feature_sets=("attention", "attention_x_gradient", "layer_gradient", "position",
+                                             "token_kind"), standardise="per_task", objective="pairwise",
+               self_training=True)
+SHAPE_FREE = Variant(name="shape_free", feature_sets=("attention_stats", "attention_x_gradient_stats",
+                                                     "layer_gradient", "raw_attention_depths", "afn_norm_depths",
+                                                     "position"), example_z=True, objective="pairwise")
+STUDENT = Variant(name="student", feature_sets=("attention_stats", "position", "hidden_state"), objective="distill",
+                  stopping="example_spearman")
+SETS = tuple(dict.fromkeys(s for v in (PAPER, PLUS, SHAPE_FREE, STUDENT) for s in v.feature_sets))
+TEXTS = ["the film was not good , but it was fun .", "a very boring plot", "it was bad"]
 
 
-def task_predictions(task: str, tokenizer, seed: int, n: int = 24) -> pd.DataFrame:
-    """Rationale rows as `predict_examples` writes them: random sentences of the tiny words, the first two words
-    of each a rationale, every example predicted correctly; half rationale_train, half rationale_val."""
+def task_examples(task: str, tokenizer, seed: int, n: int = 16) -> pd.DataFrame:
+    """`n` random texts of the tiny words, tokenised as plain text, each token labelled 1 when it spells a sentiment
+    word (frame tokens -100), explained for class 1; the first half `rationale_train`, the rest `rationale_val`."""
     rng = np.random.default_rng(seed)
-    words = [[str(w) for w in rng.choice(WORDS, size=rng.integers(4, 9))] for _ in range(n)]
-    rationales = [[1, 1] + [0] * (len(w) - 2) for w in words]
-    frame = project_to_subwords(pd.DataFrame({"words": words, "word_rationale": rationales}), tokenizer, 32)
-    return frame.assign(example_id=[f"{task}{i}" for i in range(n)], task=task,
-                        role=["rationale_train" if i % 2 else "rationale_val" for i in range(n)], label=1,
-                        predicted=1, probability=0.9, correct=True).reset_index(drop=True)
+    rows = []
+    for index in range(n):
+        words = [str(w) for w in rng.choice(WORDS, size=int(rng.integers(4, 9)))]
+        words[int(rng.integers(len(words)))] = str(rng.choice(sorted(SENTIMENT)))
+        ids = tokenizer(" ".join(words))["input_ids"]
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        labels = [-100] + [int(t.lstrip("Ġ▁").lower() in SENTIMENT) for t in tokens[1:-1]] + [-100]
+        rows.append({"example_id": f"{task}{index}", "task": task, "input_ids": ids, "token_labels": labels,
+                     "predicted": 1, "role": "rationale_train" if index < n // 2 else "rationale_val"})
+    return pd.DataFrame(rows)
 
 
-def materialised(parts: dict) -> dict:
-    """Partition loaders as the catalog hands them to a node (each call loads its part)."""
-    frames = {key: load() for key, load in parts.items()}
-    return {key: (lambda frame=frame: frame) for key, frame in frames.items()}
+def rows_of(model, tokenizer, examples: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat(signal_rows(model, tokenizer, examples, SETS, layer=-1, batch_size=8), ignore_index=True)
 
 
-def train_fold(classifier: TrainedClassifier, folder) -> dict:
-    """heldout_sst2 trained on `classifier`'s cola and hatexplain signals with the pipeline's node functions and
-    saved as the pipeline saves it (with the best shape-free variant beside the chosen one); returns the budget."""
-    tokenizer = classifier.tokenizer
-    signals = {task: materialised(explainer_signals(classifier, task_predictions(task, tokenizer, seed), PARAMS))
-               for seed, task in enumerate(("cola", "hatexplain", "sst2"))}
-    features = {task: attention_features(s, classifier, None, {}, PARAMS) for task, s in signals.items()}
-    encoder = {"name_or_path": f"tiny-{classifier.model.config.model_type}"}
-    paper, _, budget = train_fold_expnet(classifier, EXPNET, -1, encoder, 32, 0, None, features["cola"],
-                                         features["hatexplain"], fold="heldout_sst2")
-    selection = select_expnet_plus(budget, EXPNET_PLUS, 0, None, signals["cola"], signals["hatexplain"])
-    models = fit_expnet_plus(signals["sst2"], classifier, budget, EXPNET_PLUS, -1, encoder, 32, 0, None,
-                             signals["cola"], signals["hatexplain"], fold="heldout_sst2")
-    plus, shape_free = chosen_expnet_plus(models, selection)
-    assert shape_free.variant.name == "shape_free" and shape_free.shape_free
-    save_explainer(paper, folder / "expnet_paper")
-    save_explainer(plus, folder / "expnet_plus")
-    save_explainer(shape_free, folder / "expnet_plus_shape_free")
-    (folder / "fold.json").write_text(json.dumps({"fold": "heldout_sst2", "held_out_task": "sst2",
-                                                  "best_baseline": "saliency", "rho": budget["rho"], "layer": -1}))
-    return budget
+def fold(family: str, model, tokenizer, settings) -> dict:
+    """Two training tasks and a held-out one, all on `model`'s signals: the paper's ExpNet, ExpNet+ (`PLUS`) and a
+    shape-free variant trained on the training tasks for the held-out classifier, and a student of saliency on
+    the held-out task's texts, each given the context the pipeline records."""
+    tables = {task: rows_of(model, tokenizer, task_examples(task, tokenizer, seed))
+              for seed, task in enumerate(("cola", "hatexplain", "sst2"))}
+    train = pd.concat([tables[t][tables[t]["role"] == "rationale_train"] for t in ("cola", "hatexplain")],
+                      ignore_index=True)
+    val = pd.concat([tables[t][tables[t]["role"] == "rationale_val"] for t in ("cola", "hatexplain")],
+                    ignore_index=True)
+    assert train["token_label"].sum() > 0 and val["token_label"].sum() > 0
+    unlabeled = {task: table.drop(columns="token_label") for task, table in tables.items()}
+    context = explainer_context(model, tokenizer, fold="heldout_sst2", held_out_task="sst2",
+                                training_tasks=["cola", "hatexplain"], encoder=f"tiny-{family}", layer=-1, rho=0.3,
+                                max_length=64)
+    models = {}
+    for name, variant, extra in (("expnet_paper", PAPER, {"batch_unit": "tokens", "batch_size": 64, "seeds": 1}),
+                                 ("expnet_plus", PLUS, {}), ("shape_free", SHAPE_FREE, {})):
+        models[name] = fit_variant(variant, train, val, columns=model_columns(variant.feature_sets, model.config),
+                                   rho=0.3, settings=settings(max_epochs=3, patience=2, **extra),
+                                   target=unlabeled["sst2"], stats_tables=unlabeled)
+    # The student's teacher: a made-up real-valued score per token (its position within the text, reversed).
+    held_out = tables["sst2"].assign(token_label=lambda t: -t["position"].astype(float))
+    student_columns = model_columns(STUDENT.feature_sets, model.config)
+    models["student"] = fit_variant(STUDENT, held_out[held_out["role"] == "rationale_train"],
+                                    held_out[held_out["role"] == "rationale_val"], columns=student_columns, rho=0.3,
+                                    settings=settings(max_epochs=3, patience=2))
+    for trained in models.values():
+        trained.context = dict(context)
+    return models
 
 
-def saved(model, tokenizer, folder):
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+def expected_scores(trained, model, tokenizer, texts: list[list[int]], targets: list[int]) -> list[torch.Tensor]:
+    """Per text: 0 at its frame tokens, `trained.predict` on its signal rows at its real tokens."""
+    examples = pd.DataFrame({"example_id": [f"x{i}" for i in range(len(texts))], "input_ids": texts,
+                             "predicted": targets, "token_labels": [None] * len(texts)})
+    rows = pd.concat(signal_rows(model, tokenizer, examples, trained.variant.feature_sets, layer=-1,
+                                 batch_size=len(texts)), ignore_index=True)
+    predicted = trained.predict(rows[trained.columns].to_numpy(np.float32), rows["example_id"].to_numpy())
+    out = []
+    for index, ids in enumerate(texts):
+        scores = torch.zeros(len(ids))
+        mine = (rows["example_id"] == f"x{index}").to_numpy()
+        scores[rows.loc[mine, "position"].to_numpy()] = torch.as_tensor(np.array(predicted[mine]))
+        out.append(scores)
+    return out
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_a_fold_trained_on_a_family_explains_it_with_both_learned_explainers(family, tiny_classifier, tmp_path):
-    model, tokenizer = tiny_classifier(family, n_layers=2, n_heads=2, hidden=16)
-    fold = tmp_path / "heldout_sst2"
-    train_fold(TrainedClassifier(model, tokenizer), fold)
-    folder = saved(model, tokenizer, tmp_path / "classifier")
+def assert_scores(scores: torch.Tensor, expected: list[torch.Tensor], where: str) -> None:
+    for row, want in enumerate(expected):
+        torch.testing.assert_close(scores[row, :len(want)], want, rtol=1e-4, atol=1e-6,
+                                   msg=lambda m: f"{where}, text {row}: {m}")
+        assert (scores[row, len(want):] == 0).all()
+        assert float(want[1:-1].max() - want[1:-1].min()) > 1e-5, f"{where}: flat answer for text {row}"
 
-    explainer = FoldExplainer.from_fold(fold, classifier=folder, device="cpu")
-    assert explainer.incompatible == {} and explainer.default_methods == ["expnet_plus", "saliency"]
-    texts = ["the film was not good , but it was fun .", "a very boring plot"]
-    results = explainer.explain(texts, methods=["expnet_plus", "expnet_paper"])
-    for result in results:
-        for method in ("expnet_plus", "expnet_paper"):
-            scores = [s for s in result.word_scores[method] if s is not None]
-            assert scores and all(0.0 <= s <= 1.0 for s in scores), (family, method)
-            assert sum(result.rationale[method]) >= 1  # the calibrated threshold marks at least one word
 
-    import mlflow.pyfunc
-
-    from learned_attribution.adapters.serving import save_fold_model
-
-    served = mlflow.pyfunc.load_model(str(save_fold_model(fold, folder, tmp_path / "model")))
-    answer = served.predict(pd.DataFrame({"text": texts}), params={"methods": "expnet_plus,expnet_paper"})
-    api = explainer.explain(texts, methods=["expnet_plus", "expnet_paper"], ids=["0", "1"])
-    assert json.dumps(answer) == json.dumps([e.record() for e in api])
+@pytest.mark.slow
+@pytest.mark.parametrize("family", SUPPORTED_MODEL_TYPES)
+def test_a_fold_trained_on_a_family_explains_it_with_its_learned_models_own_predictions(
+        family, known_answer_classifier, training_settings, tmp_path):
+    model, tokenizer = known_answer_classifier(family, n_layers=2, n_heads=2)
+    models = fold(family, model, tokenizer, training_settings)
+    texts = [tokenizer(text)["input_ids"] for text in TEXTS]
+    targets = [1, 0, 2]
+    batch = tokenizer_batch(texts, targets, tokenizer)
+    vocabulary = token_vocabulary(tokenizer)
+    for name, trained in models.items():
+        save_learned(trained, tmp_path / name)
+        loaded = load_learned(tmp_path / name)
+        check_compatible(loaded, model, tokenizer, where=name)  # trained for this classifier: no complaint
+        method = "expnet_plus" if name == "shape_free" else name
+        expected = expected_scores(trained, model, tokenizer, texts, targets)
+        for which, learned in (("trained", trained), ("loaded", loaded)):
+            scores = build_method(method, model=learned, layer=-1, vocabulary=vocabulary).explain(model, batch).scores
+            assert_scores(scores, expected, f"{family} {name} ({which})")
+        trained_scores = build_method(method, model=trained, layer=-1, vocabulary=vocabulary).explain(model, batch)
+        loaded_scores = build_method(method, model=loaded, layer=-1, vocabulary=vocabulary).explain(model, batch)
+        assert torch.equal(trained_scores.scores, loaded_scores.scores), (family, name)
+    # Self-training read the held-out classifier's unlabeled rows; the student stopped on its Spearman.
+    assert models["expnet_plus"].n_pseudo_examples > 0
+    assert "val_spearman" in models["student"].history[0]
 
 
 @pytest.fixture(scope="module")
-def bert_fold(tmp_path_factory, tiny_classifier):
-    """A heldout_sst2 fold trained on a tiny BERT (2 layers, 2 heads)."""
-    folder = tmp_path_factory.mktemp("bert_fold") / "heldout_sst2"
-    train_fold(TrainedClassifier(*tiny_classifier("bert", n_layers=2, n_heads=2, hidden=16)), folder)
-    return folder
+def bert_fold(known_answer_classifier, training_settings) -> dict:
+    model, tokenizer = known_answer_classifier("bert", n_layers=2, n_heads=2)
+    return fold("bert", model, tokenizer, training_settings)
 
 
-@pytest.mark.parametrize("family, n_layers, n_heads", [("roberta", 3, 4), ("distilbert", 4, 1)])
-def test_a_fold_trained_on_bert_explains_another_family_and_shape_with_its_shape_free_variant(
-        family, n_layers, n_heads, bert_fold, tiny_classifier, tmp_path):
-    import mlflow.pyfunc
-
-    from learned_attribution.adapters.cli import main
-    from learned_attribution.adapters.serving import save_fold_model
-
-    model, tokenizer = tiny_classifier(family, n_layers=n_layers, n_heads=n_heads, hidden=16)
-    folder = saved(model, tokenizer, tmp_path / "classifier")
-    explainer = FoldExplainer.from_fold(bert_fold, classifier=folder, device="cpu")
-    # The paper's ExpNet reads one column per head: refused, naming what differs; ExpNet+ falls back.
-    assert list(explainer.incompatible) == ["expnet_paper"]
-    assert "num_attention_heads" in explainer.incompatible["expnet_paper"]
-    assert explainer.default_methods == ["expnet_plus", "saliency"]
-    texts = ["the film was not good , but it was fun .", "a very boring plot"]
-    api = explainer.explain(texts, methods=["expnet_plus", "saliency"], ids=["0", "1"])
-    for result in api:
-        assert result.variants == {"expnet_plus": "shape_free"}  # the output names the variant that explained
-        scores = [s for s in result.word_scores["expnet_plus"] if s is not None]
-        assert scores and all(0.0 <= s <= 1.0 for s in scores) and len(set(scores)) > 1
-
-    output = tmp_path / "out.jsonl"
-    assert main(["explain", "--fold", str(bert_fold), "--classifier", str(folder), "--device", "cpu",
-                 "--method", "expnet_plus", "--method", "saliency", "--output", str(output), *texts]) == 0
-    records = [json.loads(line) for line in output.read_text().splitlines()]
-    assert [r["variants"] for r in records] == [{"expnet_plus": "shape_free"}] * 2
-    assert [r["scores"] for r in records] == [e.record()["scores"] for e in api]
-
-    served = mlflow.pyfunc.load_model(str(save_fold_model(bert_fold, folder, tmp_path / "model")))
-    answer = served.predict(pd.DataFrame({"text": texts}), params={"methods": "expnet_plus,saliency"})
-    assert json.dumps(answer) == json.dumps([e.record() for e in api])
+@pytest.mark.slow
+@pytest.mark.parametrize("family, n_layers, n_heads", [("roberta", 3, 4), ("distilbert", 4, 1), ("deberta-v2", 1, 2)])
+def test_a_shape_free_variant_trained_on_bert_explains_another_family_and_shape(bert_fold, family, n_layers, n_heads,
+                                                                               known_answer_classifier):
+    model, tokenizer = known_answer_classifier(family, n_layers=n_layers, n_heads=n_heads)
+    shape_free, paper = bert_fold["shape_free"], bert_fold["expnet_paper"]
+    assert shape_free.columns == model_columns(SHAPE_FREE.feature_sets, model.config)  # the same columns
+    check_compatible(shape_free, model, tokenizer, where="heldout_sst2/expnet_plus_shape_free")
+    with pytest.raises(IncompatibleClassifierError, match="num_attention_heads|num_hidden_layers"):
+        check_compatible(paper, model, tokenizer, where="heldout_sst2/expnet_paper")
+    texts = [tokenizer(text)["input_ids"] for text in TEXTS]
+    targets = [0, 1, 1]
+    scores = build_method("expnet_plus", model=shape_free, layer=-1, vocabulary=token_vocabulary(tokenizer)).explain(
+        model, tokenizer_batch(texts, targets, tokenizer)).scores
+    assert_scores(scores, expected_scores(shape_free, model, tokenizer, texts, targets), f"bert -> {family}")

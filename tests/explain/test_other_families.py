@@ -1,7 +1,11 @@
 """A fold trained on tiny BERTs applied to classifiers of other families and shapes (issue 12): every baseline
 explains them through the API, the CLI and the served model; `expnet_plus` explains them with the fold's shape-free
 variant (named in the output); a learned explainer that cannot read the shape (the paper's ExpNet, or ExpNet+ of a
-fold saved without a shape-free variant) is refused by name, and the default methods leave it out."""
+fold saved without a shape-free variant) is refused by name, and the default methods leave it out.
+
+The API's answers are known: the predicted class is the classifier's argmax, each method's token scores are the
+core method's on the API's own tokens for that class (the shape-free ExpNet+ loaded from the fold's folder), and a
+word's score is the maximum of its tokens' (the sum for a signed method)."""
 from __future__ import annotations
 
 import json
@@ -9,16 +13,20 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
-from learned_attribution.adapters.cli import main
+from learned_attribution.core.explainers import build_method
+from learned_attribution.core.explainers.apply import tokenizer_batch
+from learned_attribution.core.models.artifacts import IncompatibleClassifierError, load_learned
+from learned_attribution.core.models.signals import token_vocabulary
 from learned_attribution.services.explain import FoldExplainer
-from learned_attribution.core.models.artifacts import IncompatibleClassifierError
 
 TEXTS = ["the movie was good", "a boring plot , but the actors were fun !"]
 # Other families, depths and head counts than the fold's 2-layer, 2-head BERT.
 OTHERS = [("roberta", 3, 4), ("distilbert", 1, 4), ("xlm-roberta", 2, 1), ("deberta-v2", 3, 2), ("electra", 2, 4),
           ("mpnet", 3, 2)]
 BASELINES = ["saliency", "gae", "attention_x_gradient", "raw_attention", "integrated_gradients", "occlusion"]
+SETTINGS = {"integrated_gradients": {"n_steps": 4}}  # the fold's baselines block (tests/explain/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +51,35 @@ def test_every_baseline_and_the_shape_free_expnet_plus_explain_another_family_th
     assert explainer.default_methods == ["expnet_plus", "saliency"]  # ExpNet+ (shape-free) and the best baseline
     methods = ["expnet_plus", *BASELINES]
     results = explainer.explain(TEXTS, methods=methods)
-    for text, result in zip(TEXTS, results):
+    model, tokenizer = explainer.classifier.model, explainer.classifier.tokenizer
+    ids = [[tokenizer.cls_token_id, *tokenizer.convert_tokens_to_ids(r.tokens), tokenizer.sep_token_id]
+           for r in results]
+    with torch.no_grad():
+        unexplained = tokenizer_batch(ids, None, tokenizer)
+        logits = model(input_ids=unexplained.input_ids, attention_mask=unexplained.attention_mask).logits
+    predicted = logits.argmax(-1).tolist()
+    batch = tokenizer_batch(ids, predicted, tokenizer)
+    core = {method: build_method(method, **SETTINGS.get(method, {})) for method in BASELINES}
+    core["expnet_plus"] = build_method("expnet_plus", layer=-1, vocabulary=token_vocabulary(tokenizer),
+                                       model=load_learned(tiny_models_dir / "heldout_sst2" / "expnet_plus_shape_free"))
+    for row, (text, result) in enumerate(zip(TEXTS, results)):
         assert result.text == text and len(result.words) == len(result.offsets)
         assert result.variants == {"expnet_plus": "shape_free_stack"}
-        for method in methods:
-            scores = np.asarray([s for s in result.word_scores[method] if s is not None], float)
-            assert len(scores) == len(result.words) and np.isfinite(scores).all(), (family, method)
+        assert result.predicted == predicted[row]
+        assert result.probability == pytest.approx(float(torch.softmax(logits[row], -1).max()), rel=1e-5)
+    for method in methods:
+        scores = core[method].explain(model, batch).scores
+        for row, result in enumerate(results):
+            expected = scores[row, 1:len(ids[row]) - 1].numpy()
+            np.testing.assert_allclose(result.token_scores[method], expected, rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{family} {method} text {row}")
+            words = {}
+            for score, word in zip(expected, result.token_words):
+                words.setdefault(word, []).append(float(score))
+            aggregate = sum if core[method].signed else max
+            np.testing.assert_allclose(result.word_scores[method], [aggregate(words[w]) for w in sorted(words)],
+                                       rtol=1e-4, atol=1e-6, err_msg=f"{family} {method} words of text {row}")
+            assert len(set(np.round(expected, 8))) > 1, f"{family} {method}: flat scores for text {row}"
     with pytest.raises(IncompatibleClassifierError, match=r"heldout_sst2/expnet_paper was trained for a bert "
                                                           r"classifier with 2 layers and 2 heads .* The other methods "
                                                           r"run on this classifier: \[.*'saliency'"):
@@ -72,6 +103,7 @@ def test_a_fold_without_a_shape_free_variant_refuses_expnet_plus_and_defaults_to
 def test_the_cli_runs_the_baselines_on_a_roberta_and_names_the_learned_refusal(tiny_models_dir, saved_classifiers,
                                                                               tmp_path, capsys):
     """The trial of the issue: --classifier TINY_ROBERTA --method saliency --method gae exited 2."""
+    from learned_attribution.adapters.cli import main
     output = tmp_path / "out.jsonl"
     code = main(["explain", "--fold", "heldout_sst2", "--models-dir", str(tiny_models_dir), "--classifier",
                  str(saved_classifiers["roberta"]), "--method", "saliency", "--method", "gae", "--output", str(output),
@@ -88,9 +120,9 @@ def test_a_served_fold_bundled_with_another_family_answers_with_its_baselines(ti
                                                                              tmp_path):
     import mlflow.pyfunc
 
-    from learned_attribution.adapters.serving import ServedError, save_fold_model
+    from learned_attribution.adapters.serving import ServedError, save_model
 
-    model = mlflow.pyfunc.load_model(str(save_fold_model(tiny_models_dir / "heldout_sst2",
+    model = mlflow.pyfunc.load_model(str(save_model(tiny_models_dir / "heldout_sst2",
                                                          saved_classifiers["distilbert"], tmp_path / "model")))
     served = model.predict(pd.DataFrame({"text": TEXTS}))
     api = FoldExplainer.from_fold("heldout_sst2", classifier=saved_classifiers["distilbert"],

@@ -1,18 +1,24 @@
-"""The library side of a fold's evaluation (evaluation.py): the seeded sample, the best baseline, explaining a
+"""The library side of a fold's evaluation (services/evaluation: protocol, cost, folds): the seeded sample, the best baseline, explaining a
 rationale set with learned and baseline methods, faithfulness on the sample, and scoring with known answers."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.services.evaluation import (best_baseline, cost_plausibility, expensive_sample, explain_rationale_set,
-                                            matched_baselines, pareto_frontier, sample_faithfulness,
-                                            score_rationale_set)
-from learned_attribution.services.explain import load_classifier
 from learned_attribution.core.models import artifacts
+from learned_attribution.core.models.loading import load_classifier
+from learned_attribution.services.config import compute_settings, scoring_settings
+from learned_attribution.services.evaluation.cost import cost_plausibility, pareto_frontier
+from learned_attribution.services.evaluation.protocol import (best_baseline, expensive_sample, explain_rationale_set,
+                                                              matched_baselines, sample_faithfulness,
+                                                              score_rationale_set)
 
-SETTINGS = {"layer": -1, "batch_size": 2, "max_test_examples": None, "expensive": ["occlusion"],
-            "expensive_sample_size": 2, "baselines": {"raw_attention": {}, "occlusion": {"batch_size": 8}},
-            "faithfulness": {"fractions": [0.2, 0.5], "batch_size": 4}, "bootstrap": {"n_boot": 50, "seed": 0}}
+CROSSTASK = {"batch_size": 2, "max_test_examples": None, "expensive": ["occlusion"],
+             "expensive_sample_size": 2, "baselines": {"raw_attention": {}, "occlusion": {"batch_size": 8}},
+             "faithfulness": {"fractions": [0.2, 0.5], "batch_size": 4}, "bootstrap": {"n_boot": 50, "seed": 0}}
+SCORING = scoring_settings(CROSSTASK, layer=-1, seed=0)
+COMPUTE = compute_settings({"device": "cpu", "bf16": False,
+                            "dask": {"address": None, "n_workers": 2, "threads_per_worker": 1, "methods": None,
+                                     "batches_per_task": 1, "retries": 1}})
 
 
 def test_expensive_sample_is_seeded_and_capped():
@@ -38,13 +44,14 @@ def rationale_set(tiny_models_dir, rationale_rows):
     texts = [["the", "movie", "is", "great"], ["a", "bad", "film"], ["so", "boring", "and", "slow", "."],
              ["fun", "story"]]
     fold = tiny_models_dir / "heldout_sst2"
-    return (classifier, rationale_rows(classifier.tokenizer, texts), artifacts.load_explainer(fold / "expnet_paper"),
-            artifacts.load_explainer(fold / "expnet_plus"))
+    return (classifier, rationale_rows(classifier.tokenizer, texts), artifacts.load_learned(fold / "expnet_paper"),
+            artifacts.load_learned(fold / "expnet_plus"))
 
 
 def test_explaining_a_rationale_set_runs_every_method_and_the_expensive_ones_on_the_sample(rationale_set):
     classifier, predictions, paper, plus = rationale_set
-    scores, failures, cost = explain_rationale_set(classifier, predictions, paper, plus, SETTINGS, seed=0)
+    scores, failures, cost = explain_rationale_set(classifier, predictions, {"expnet_plus": plus, "expnet_paper": paper},
+                                                   SCORING, COMPUTE)
     assert failures.empty
     counts = scores.groupby("method")["example_id"].nunique().to_dict()
     assert counts == {"expnet_plus": 4, "expnet_paper": 4, "raw_attention": 4, "occlusion": 2}
@@ -54,10 +61,11 @@ def test_explaining_a_rationale_set_runs_every_method_and_the_expensive_ones_on_
                                                                                                    "input_ids"]) - 2
     assert set(cost["method"]) == set(counts) | {"forward"} and (cost["examples_per_second"] > 0).all()
     assert cost.set_index("method").at["forward", "ratio_to_forward"] == pytest.approx(1.0)
-    faithful = sample_faithfulness(classifier, scores, predictions, SETTINGS["faithfulness"])
+    faithful = sample_faithfulness(classifier, scores, predictions, SCORING, COMPUTE)
     assert len(faithful) == 2 * 4 and faithful["comprehensiveness"].between(-1, 1).all()
+    # An expensive method that is no baseline is refused when the settings are parsed, before any work.
     with pytest.raises(ValueError, match="crosstask.expensive names methods that are not in crosstask.baselines"):
-        explain_rationale_set(classifier, predictions, paper, plus, {**SETTINGS, "expensive": ["lime"]}, seed=0)
+        scoring_settings({**CROSSTASK, "expensive": ["lime"]}, layer=-1, seed=0)
 
 
 def test_scoring_known_answers(rationale_set):
@@ -70,8 +78,8 @@ def test_scoring_known_answers(rationale_set):
     token_scores = pd.DataFrame(rows)
     faithful = pd.DataFrame({"method": ["oracle", "inverse"], "example_id": ["x0", "x0"],
                              "comprehensiveness": [0.3, -0.1], "sufficiency": [0.1, 0.2]})
-    budget = {"rho": 0.5, "threshold": 0.5, "calibrated_threshold": 0.4}
-    metrics = score_rationale_set(token_scores, predictions, faithful, budget, 0.6, SETTINGS, 0, fold="f",
+    thresholds = {"expnet_paper": {"own": 0.5, "own_calibrated": 0.4}, "expnet_plus": {"own": 0.5, "own_calibrated": 0.6}}
+    metrics = score_rationale_set(token_scores, predictions, faithful, 0.5, thresholds, SCORING, fold="f",
                                   held_out_task="t").set_index(["method", "rule", "subset"])
     assert metrics.at[("oracle", "matched", "all"), "auroc"] == 1.0
     assert metrics.at[("inverse", "matched", "all"), "auroc"] == 0.0
@@ -107,10 +115,11 @@ def test_cost_plausibility_uses_each_methods_own_examples_and_keeps_sample_only_
 
 
 def test_every_expnet_plus_variant_joins_the_cost_chart_off_the_frontier(rationale_set):
-    from learned_attribution.services.evaluation import variant_cost
+    from learned_attribution.services.evaluation.folds import variant_cost
 
     classifier, predictions, _, plus = rationale_set
-    costs = variant_cost(classifier, predictions, {"gated": plus, "again": plus}, SETTINGS, seed=0, n_examples=3)
+    costs = variant_cost(classifier, predictions, {"gated": plus, "again": plus}, SCORING, n_examples=3,
+                         compute=COMPUTE)
     assert costs["variant"].tolist() == ["gated", "again"] and (costs["n_examples"] == 3).all()
     assert (costs["ratio_to_forward"] > 0).all() and (costs["examples_per_second"] > 0).all()
     metrics = pd.DataFrame([{"method": "saliency", "family": "gradient", "rule": "matched", "subset": "all",

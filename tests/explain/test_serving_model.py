@@ -1,4 +1,4 @@
-"""The fold's pyfunc model (serving.py) on a tiny fold: saved from code (no pickle anywhere in the folder),
+"""The fold's pyfunc model (adapters/serving.py) on a tiny fold: saved from code (no pickle anywhere in the folder),
 requirements pinned to what is installed, the loaded model answers exactly as the Python API, and bad input is
 one line with the project's own message (issue 11, failure 2). The served HTTP side is in
 tests/integration/test_serving.py."""
@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 
 from learned_attribution.services.explain import FoldExplainer
-from learned_attribution.adapters.serving import ServedError, save_fold_model
+from learned_attribution.adapters.serving import ServedError, save_model
 
 TEXTS = ["the movie was great fun .", "a slow , dull plot"]
 
 
 @pytest.fixture
 def saved_model(tiny_models_dir, tmp_path):
-    return save_fold_model(tiny_models_dir / "heldout_sst2", tiny_models_dir / "classifier_sst2", tmp_path / "model")
+    return save_model(tiny_models_dir / "heldout_sst2", tiny_models_dir / "classifier_sst2", tmp_path / "model")
 
 
 def test_the_model_is_saved_from_code_without_a_pickle(saved_model):

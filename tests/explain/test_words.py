@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from learned_attribution.adapters.cli import main
-from learned_attribution.services.explain import ExplainInputError, FoldExplainer, tokenizer_words, whitespace_words
-from learned_attribution.services.reporting import explanation_page
+from learned_attribution.core.data.words import tokenizer_words, whitespace_words
+from learned_attribution.core.errors import InputError
+from learned_attribution.services.explain import FoldExplainer
+from learned_attribution.services.reporting.pages import explanation_page
 
 TYPED = "Maria  shrugged. Café!"
 
@@ -48,7 +50,7 @@ def test_a_list_of_words_wins_and_has_no_offsets(fold):
 
 
 def test_a_bad_words_option_is_named(fold):
-    with pytest.raises(ExplainInputError, match=r"words='spaces': must be 'tokenizer' or 'whitespace'"):
+    with pytest.raises(InputError, match=r"words='spaces': must be 'tokenizer' or 'whitespace'"):
         fold.explain(["fine"], words="spaces")
 
 

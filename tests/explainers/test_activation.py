@@ -6,8 +6,8 @@ import torch
 
 from transformers import BertForSequenceClassification
 
-from learned_attribution.core.explainers import Batch, build_explainer
-from learned_attribution.core.explainers.base import make_batch as base_make_batch
+from learned_attribution.core.explainers import Batch, build_method
+from learned_attribution.core.explainers.base import padded_batch
 from learned_attribution.core.explainers import activation as act
 
 PAD, CLS, SEP, MASK = 0, 1, 2, 3
@@ -34,7 +34,7 @@ def make_model(tiny_bert_classifier):
 
 def make_batch(rows: list[list[int]]) -> Batch:
     """Right-padded batch; [CLS], [SEP] and padding are special."""
-    return base_make_batch(rows, [0] * len(rows), pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=(CLS, SEP, PAD))
+    return padded_batch(rows, [0] * len(rows), pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=(CLS, SEP, PAD))
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_default_layer_rejects_a_bad_depth():
 def test_default_afn_norm_reads_layer_4_of_6(six_layer_model):
     batch = make_batch(ROWS)
     states = hidden_states(six_layer_model, batch)
-    attribution = build_explainer("afn_norm").explain(six_layer_model, batch)
+    attribution = build_method("afn_norm").explain(six_layer_model, batch)
     real = batch.attention_mask.bool()
     expected = states[4].norm(dim=-1)
     torch.testing.assert_close(attribution.scores[real], expected[real])
@@ -77,33 +77,33 @@ def test_layer_setting_overrides_the_default(six_layer_model, layer):
     batch = make_batch(ROWS)
     real = batch.attention_mask.bool()
     expected = hidden_states(six_layer_model, batch)[layer].norm(dim=-1)
-    scores = build_explainer("afn_norm", layer=layer).explain(six_layer_model, batch).scores
+    scores = build_method("afn_norm", layer=layer).explain(six_layer_model, batch).scores
     torch.testing.assert_close(scores[real], expected[real])
 
 
 def test_default_layer_follows_the_model_depth(make_model):
     model = make_model(12)
     batch = make_batch(ROWS[:1])
-    assert build_explainer("afn_norm").layer_for(model) == 8
-    torch.testing.assert_close(build_explainer("afn_norm").explain(model, batch).scores,
+    assert build_method("afn_norm").layer_for(model) == 8
+    torch.testing.assert_close(build_method("afn_norm").explain(model, batch).scores,
                                hidden_states(model, batch)[8].norm(dim=-1))
 
 
 def test_padding_does_not_change_the_norms(six_layer_model):
-    batched = build_explainer("afn_norm").explain(six_layer_model, make_batch(ROWS)).scores
+    batched = build_method("afn_norm").explain(six_layer_model, make_batch(ROWS)).scores
     for row, tokens in enumerate(ROWS):
-        single = build_explainer("afn_norm").explain(six_layer_model, make_batch([tokens])).scores[0]
+        single = build_method("afn_norm").explain(six_layer_model, make_batch([tokens])).scores[0]
         torch.testing.assert_close(batched[row, :len(tokens)], single, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_layer_is_named(six_layer_model):
     with pytest.raises(ValueError, match="layer=7"):
-        build_explainer("afn_norm", layer=7).explain(six_layer_model, make_batch(ROWS))
+        build_method("afn_norm", layer=7).explain(six_layer_model, make_batch(ROWS))
     with pytest.raises(ValueError, match="layer"):
-        build_explainer("afn_norm", layer=-1)
+        build_method("afn_norm", layer=-1)
 
 
 def test_registry_builds_afn_norm():
-    explainer = build_explainer("afn_norm", layer=3)
+    explainer = build_method("afn_norm", layer=3)
     assert isinstance(explainer, act.AfnNorm) and explainer.name == "afn_norm"
     assert explainer.family == "activation" and explainer.layer == 3

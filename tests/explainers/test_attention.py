@@ -11,8 +11,8 @@ from transformers import BertForSequenceClassification
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 from transformers.modeling_utils import AttentionInterface
 
-from learned_attribution.core.explainers import Batch, build_explainer
-from learned_attribution.core.explainers.base import make_batch as base_make_batch
+from learned_attribution.core.explainers import Batch, build_method
+from learned_attribution.core.explainers.base import padded_batch
 from learned_attribution.core.explainers import attention as att
 
 METHODS = {
@@ -42,7 +42,7 @@ def make_model(tiny_bert_classifier):
 
 def make_batch(rows: list[list[int]], targets: list[int]) -> Batch:
     """Right-padded batch; [CLS], [SEP] and padding are special."""
-    return base_make_batch(rows, targets, pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=(1, 2, PAD))
+    return padded_batch(rows, targets, pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=(1, 2, PAD))
 
 
 ROWS = [[1, 7, 12, 30, 5, 9, 2], [1, 22, 8, 2], [1, 17, 33, 11, 26, 2]]
@@ -194,7 +194,7 @@ def test_raw_attention_is_head_mean_of_cls_row(model, batch):
         attentions = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                            output_attentions=True).attentions
     for layer in (-1, 0):
-        result = build_explainer("raw_attention", layer=layer).explain(model, batch)
+        result = build_method("raw_attention", layer=layer).explain(model, batch)
         expected = attentions[layer][:, :, 0, :].mean(dim=1)
         torch.testing.assert_close(result.scores, expected)
         assert result.model_calls == 1
@@ -213,17 +213,17 @@ def test_rollout_on_model_with_hand_set_uniform_attention(model, batch, monkeypa
     monkeypatch.setitem(AttentionMaskInterface._global_mapping, "uniform", eager_mask)
     uniform = copy.deepcopy(model)
     uniform.set_attn_implementation("uniform")
-    scores = build_explainer("attention_rollout").explain(uniform, batch).scores
+    scores = build_method("attention_rollout").explain(uniform, batch).scores
     for i, row in enumerate(ROWS):
         n = len(row)
         expected = torch.full((batch.input_ids.shape[1],), 0.75 / n)
         expected[0] += 0.25
         expected[n:] = 0.0
         torch.testing.assert_close(scores[i], expected)
-    raw = build_explainer("raw_attention").explain(uniform, batch).scores
+    raw = build_method("raw_attention").explain(uniform, batch).scores
     torch.testing.assert_close(raw[1, :4], torch.full((4,), 0.25))
     # Rollout through the first layer only: 0.5 I + 0.5 U.
-    first = build_explainer("attention_rollout", layer=0).explain(uniform, batch).scores
+    first = build_method("attention_rollout", layer=0).explain(uniform, batch).scores
     torch.testing.assert_close(first[1, :4], torch.tensor([0.5 + 0.125, 0.125, 0.125, 0.125]))
 
 
@@ -240,24 +240,24 @@ def test_returned_attentions_carry_the_gradient_of_the_attention_probabilities(m
 
 def test_gae_and_attention_x_gradient_equal_manual_computation(model, batch, probe_model):
     attentions, gradients = probe_attentions_and_gradients(probe_model, batch)
-    gae = build_explainer("gae").explain(model, batch)
+    gae = build_method("gae").explain(model, batch)
     manual_relevance = torch.eye(attentions[0].shape[-1]).expand(len(ROWS), -1, -1)
     for a, g in zip(attentions, gradients):
         manual_relevance = manual_relevance + (a * g).clamp(min=0).mean(dim=1) @ manual_relevance
     torch.testing.assert_close(gae.scores, manual_relevance[:, 0, :])
     assert gae.model_calls == 1
 
-    axg = build_explainer("attention_x_gradient").explain(model, batch)
+    axg = build_method("attention_x_gradient").explain(model, batch)
     manual = (attentions[-1][:, :, 0, :] * gradients[-1][:, :, 0, :]).clamp(min=0).mean(dim=1)
     torch.testing.assert_close(axg.scores, manual)
     assert axg.model_calls == 1 and manual.max() > 0
-    first = build_explainer("attention_x_gradient", layer=0).explain(model, batch).scores
+    first = build_method("attention_x_gradient", layer=0).explain(model, batch).scores
     torch.testing.assert_close(first, (attentions[0][:, :, 0, :] * gradients[0][:, :, 0, :]).clamp(min=0).mean(1))
 
 
 def test_attcat_equals_manual_computation_with_layer_hooks(model, batch):
     """One example at a time, layer outputs caught by forward hooks, gradients by retain_grad + backward."""
-    explained = build_explainer("attcat").explain(model, batch)
+    explained = build_method("attcat").explain(model, batch)
     assert explained.model_calls == 1
     manual_model = copy.deepcopy(model)
     for i, (row, target) in enumerate(zip(ROWS, TARGETS)):
@@ -281,7 +281,7 @@ def test_attcat_equals_manual_computation_with_layer_hooks(model, batch):
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_padded_batch_equals_each_example_alone(model, batch, name):
-    explainer = build_explainer(name)
+    explainer = build_method(name)
     batched = explainer.explain(model, batch).scores
     for i, (row, target) in enumerate(zip(ROWS, TARGETS)):
         alone = explainer.explain(model, make_batch([row], [target])).scores[0]
@@ -292,40 +292,40 @@ def test_padded_batch_equals_each_example_alone(model, batch, name):
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_registry_builds_each_method_by_name(name):
-    explainer = build_explainer(name)
+    explainer = build_method(name)
     assert isinstance(explainer, METHODS[name])
     assert explainer.name == name and explainer.family == "attention"
 
 
 def test_settings_are_checked_with_clear_errors(model, batch):
     with pytest.raises(ValueError, match="layer=2 is out of range for a model with 2 layers"):
-        build_explainer("raw_attention", layer=2).explain(model, batch)
+        build_method("raw_attention", layer=2).explain(model, batch)
     with pytest.raises(TypeError, match="parameter layer must be an int"):
-        build_explainer("attention_rollout", layer="last")
+        build_method("attention_rollout", layer="last")
     with pytest.raises(ValueError, match="positive_part"):
-        build_explainer("gae", positive_part="max")
+        build_method("gae", positive_part="max")
     bad_target = make_batch([ROWS[0]], [3])
     with pytest.raises(ValueError, match="batch.target"):
-        build_explainer("gae").explain(model, bad_target)
+        build_method("gae").explain(model, bad_target)
 
 
 def test_non_eager_model_gives_a_clear_error(batch, make_model):
     sdpa_model = make_model(attn_implementation="sdpa")
     with pytest.raises(ValueError, match="attn_implementation='eager'"):
-        build_explainer("raw_attention").explain(sdpa_model, batch)
+        build_method("raw_attention").explain(sdpa_model, batch)
 
 
 def test_training_mode_frozen_weights_and_parameter_grads_are_respected(model, batch):
     """Dropout is off while explaining and the mode is restored; frozen weights still give gradients;
     the model's parameter .grad are left untouched."""
-    expected = build_explainer("gae").explain(model, batch).scores
+    expected = build_method("gae").explain(model, batch).scores
     other = copy.deepcopy(model)
     other.train()
     for parameter in other.parameters():
         parameter.requires_grad_(False)
     with torch.no_grad():  # callers may explain inside no_grad; gradients are still computed
-        scores = build_explainer("gae").explain(other, batch).scores
+        scores = build_method("gae").explain(other, batch).scores
     torch.testing.assert_close(scores, expected)
     assert other.training
-    build_explainer("attcat").explain(model, batch)
+    build_method("attcat").explain(model, batch)
     assert all(parameter.grad is None for parameter in model.parameters())

@@ -1,4 +1,4 @@
-"""The learned explainers (`expnet_paper` and `expnet_plus`, one class over any `LearnedExplainer`) give the same
+"""The learned explainers (`expnet_paper` and `expnet_plus`, one class over any `LearnedModel`) give the same
 token scores as the trained model applied to the extracted signal rows (the pipeline scores variants from those
 rows in the ablation and explains with the explainer)."""
 import numpy as np
@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.core.explainers import EXPLAINERS, build_explainer
-from learned_attribution.core.explainers.base import make_batch
-from learned_attribution.core.explainers.expnet import LearnedMethod
+from learned_attribution.core.explainers import METHODS, build_method
+from learned_attribution.core.explainers.base import padded_batch
+from learned_attribution.core.explainers.learned import LearnedMethod
 from learned_attribution.core.models.features import extract_token_rows
-from learned_attribution.core.models.learned import (InputPipeline, LearnedExplainer, TrainingSettings, Variant,
+from learned_attribution.core.models.learned import (InputPipeline, LearnedModel, Variant,
                                                 build_variant_network, score_examples)
 from learned_attribution.core.models.signals import TokenVocabulary, columns_for, token_signals
 
@@ -19,7 +19,7 @@ ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP], [CLS, 9, SEP]]
 
 
 def test_both_names_are_the_one_learned_method():
-    assert issubclass(EXPLAINERS["expnet_paper"], LearnedMethod) and issubclass(EXPLAINERS["expnet_plus"], LearnedMethod)
+    assert issubclass(METHODS["expnet_paper"], LearnedMethod) and issubclass(METHODS["expnet_plus"], LearnedMethod)
 
 
 @pytest.mark.parametrize("name, variant", [
@@ -38,16 +38,16 @@ def test_both_names_are_the_one_learned_method():
                                                         "raw_attention_depths", "afn_norm_depths", "layer_gradient",
                                                         "position"), example_z=True)),
 ])
-def test_explainer_equals_the_model_on_extracted_rows(tiny_bert_classifier, name, variant):
+def test_explainer_equals_the_model_on_extracted_rows(tiny_bert_classifier, training_settings, name, variant):
     model = tiny_bert_classifier(num_hidden_layers=2, seed=1)
     columns = columns_for(variant.feature_sets, 2, 2)
     torch.manual_seed(0)
-    net = build_variant_network(variant, columns, TrainingSettings(hidden=4, seeds=3)).eval()  # a 3-seed ensemble
+    net = build_variant_network(variant, columns, training_settings(hidden=4, seeds=3)).eval()  # a 3-seed ensemble
     rng = np.random.default_rng(0)
     inputs = InputPipeline.for_variant(variant, columns)
     inputs.mean = rng.normal(size=len(columns)).astype(np.float32)
     inputs.std = rng.uniform(0.5, 2, size=len(columns)).astype(np.float32)
-    trained = LearnedExplainer(variant, inputs, net)
+    trained = LearnedModel(variant, inputs, net)
     vocabulary = TokenVocabulary(continuation=torch.tensor([12, 22]), punctuation=torch.tensor([30]),
                                  closed_class=torch.tensor([7]))
     targets = [1, 0, 1]
@@ -60,9 +60,9 @@ def test_explainer_equals_the_model_on_extracted_rows(tiny_bert_classifier, name
     table = next(extract_token_rows(examples, compute, columns, 8, PAD, [CLS, SEP, PAD]))
     expected = score_examples(trained, table).set_index("example_id")["scores"]
 
-    explainer = build_explainer(name, model=trained, layer=-1, vocabulary=vocabulary)
+    explainer = build_method(name, model=trained, layer=-1, vocabulary=vocabulary)
     assert isinstance(explainer, LearnedMethod) and explainer.model is trained
-    batch = make_batch(ROWS, targets, pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=[CLS, SEP, PAD])
+    batch = padded_batch(ROWS, targets, pad_token_id=PAD, mask_token_id=MASK, frame_token_ids=[CLS, SEP, PAD])
     attribution = explainer.explain(model, batch)
     for row, example_id in enumerate(["a", "b", "c"]):
         real = ~batch.special_mask[row]

@@ -1,23 +1,29 @@
-"""`kedro run --pipeline afn --env smoke` in a real Kedro session, outputs redirected to a temporary folder."""
+"""`kedro run --pipeline afn --env smoke` in a real Kedro session with a user sentence file and a user pair file
+given as run parameters, outputs redirected to a temporary folder; the MLflow hook's run of it."""
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+from mlflow.tracking import MlflowClient
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.integration
 def test_afn_pipeline_on_smoke(tmp_path):
-    from kedro.framework.session import KedroSession
-    from kedro.framework.startup import bootstrap_project
-    from mlflow.tracking import MlflowClient
-
     bootstrap_project(PROJECT)
     data, uri = tmp_path / "data", f"sqlite:///{tmp_path}/mlflow.db"
-    runtime_params = {"afn_data_root": str(data), "mlflow": {"tracking_uri": uri}}  # the one store
+    sentences, user_pairs = tmp_path / "sentences.txt", tmp_path / "pairs.tsv"
+    sentences.write_text("a day at the park .\n\nthe film is good\n", encoding="utf-8")
+    user_pairs.write_text("the film is good\tthe film is bad\nsame words\tsame words\n", encoding="utf-8")
+    # as `--params "afn_data_root=...,afn.corpus.user_sentences_file=...,afn.pairs.user_pairs_file=..."` gives them
+    runtime_params = {"afn_data_root": str(data), "mlflow": {"tracking_uri": uri},  # the one store
+                      "afn": {"corpus": {"user_sentences_file": str(sentences)},
+                              "pairs": {"user_pairs_file": str(user_pairs)}}}
     project_report = PROJECT / "data/08_reporting/afn_report.md"
     before = project_report.read_text() if project_report.exists() else None
     with KedroSession.create(project_path=PROJECT, env="smoke", runtime_params=runtime_params) as session:
@@ -29,7 +35,8 @@ def test_afn_pipeline_on_smoke(tmp_path):
         assert path.is_file() and path.stat().st_size > 0, path
 
     strengths = pd.read_parquet(data / "07_model_output/afn_token_strengths.parquet")
-    assert strengths["sentence_id"].nunique() == 40  # conf/smoke/parameters_afn.yml: n_phrases
+    by_source = strengths.groupby("source")["sentence_id"].nunique()
+    assert by_source.to_dict() == {"sst": 40, "user": 2}  # conf/smoke/parameters_afn.yml: n_phrases; an empty line
     assert sorted(strengths["layer"].unique()) == list(range(7))  # MiniLM: embeddings + 6 blocks
     assert (strengths["strength"] > 0).all() and np.isfinite(strengths["strength"]).all()
     per_sentence = strengths.groupby(["sentence_id", "layer"])
@@ -38,7 +45,8 @@ def test_afn_pipeline_on_smoke(tmp_path):
     assert not strengths["token"].isin(["[CLS]", "[SEP]"]).any()
 
     pairs = pd.read_parquet(data / "07_model_output/afn_pair_shifts.parquet")
-    assert pairs.loc[pairs["kind"] == "context", "pair_id"].nunique() == 13  # 12 SST minimal pairs + 1 example
+    context = pairs[pairs["kind"] == "context"].groupby("source")["pair_id"].nunique()
+    assert context.to_dict() == {"sst_minimal_pair": 12, "example": 1, "user_file": 1}  # one user pair is identical
     assert pairs.loc[pairs["kind"] == "prompt", "pair_id"].nunique() == 10
     assert pairs["r_h"].between(0, 1).all()
     embeddings = pairs[(pairs["layer"] == 0) & (pairs["kind"] == "context")]
@@ -53,9 +61,19 @@ def test_afn_pipeline_on_smoke(tmp_path):
     text = report.read_text()
     assert "R_H" in text and f"{100 * head['r_h_context']:.1f}%" in text
 
-    run = json.loads((data / "08_reporting/afn/mlflow_run.json").read_text())
-    logged = MlflowClient(tracking_uri=uri).get_run(run["run_id"])
-    assert logged.info.status == "FINISHED"
+    skipped = pd.read_csv(data / "08_reporting/afn/skipped.csv")
+    assert skipped[["item", "reason"]].values.tolist() == [[f"{sentences}:2", "empty sentence"],
+                                                           [f"{user_pairs}:2", "alignment failed"]]
+    assert head["n_corpus_user_sentences"] == 2 and head["n_skipped"] == 2
+
+    client = MlflowClient(tracking_uri=uri)
+    [logged] = client.search_runs([client.get_experiment_by_name("afn").experiment_id])
+    assert logged.info.status == "FINISHED" and logged.info.run_name == "afn"
     assert logged.data.metrics["r_h_context"] == pytest.approx(head["r_h_context"])
+    assert logged.data.params["afn.corpus.n_phrases"] == "40"
+    inputs = {i.dataset.name for i in logged.inputs.dataset_inputs}
+    assert {"afn.user_sentences", "afn.user_pairs", "raw_sst2_trees_dev"} <= inputs  # hashed
+    artifacts = {a.path for a in client.list_artifacts(logged.info.run_id)}
+    assert {"afn_report.md", "layer_comparison.csv", "plots"} <= artifacts
     # everything went to tmp_path: the project's own report is untouched
     assert (project_report.read_text() if project_report.exists() else None) == before

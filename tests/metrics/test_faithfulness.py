@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from learned_attribution.core.metrics.faithfulness import faithfulness, fraction_label
+from learned_attribution.core.models.faithfulness import faithfulness, fraction_label
 
 CLS, SEP, PAD, TRIGGER = 1, 2, 0, 7
 

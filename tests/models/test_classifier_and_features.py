@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.core.models.classifier import TrainingConfig, fine_tune
+from learned_attribution.core.models.classifier import fine_tune
 from learned_attribution.core.models.runner import (length_grouped_batches, pad_batch,
                                                    predict_proba)
-from learned_attribution.core.models.encoder import PACKAGED_ENCODER, EncoderNotFoundError, load_tokenizer, resolve_encoder
+from learned_attribution.core.models.loading import PACKAGED_ENCODER, EncoderNotFoundError, load_tokenizer, resolve_encoder
 from learned_attribution.core.models.features import cls_attention_features, extract_attention_features, feature_names
 
 CLS, SEP, PAD = 1, 2, 0
@@ -40,19 +40,19 @@ def test_pad_batch():
     assert mask.tolist() == [[1, 1, 1], [1, 1, 0]]
 
 
-def test_a_few_training_steps_make_the_loss_fall(tiny_bert_classifier):
+def test_a_few_training_steps_make_the_loss_fall(tiny_bert_classifier, fine_tuning_config):
     model = tiny_bert_classifier(seed=0)
     ids, labels = toy_set()
-    config = TrainingConfig(epochs=8, learning_rate=3e-3, batch_size=8, bf16=False, warmup_fraction=0.0, seed=0)
+    config = fine_tuning_config(epochs=8, learning_rate=3e-3, batch_size=8, warmup_fraction=0.0, seed=0)
     result = fine_tune(model, ids, labels, ids, labels, config, pad_token_id=PAD)
     losses = [row["train_loss"] for row in result.history]
     assert losses[-1] < losses[0] - 0.05  # measured: 0.698 -> 0.628
     assert result.history[result.best_epoch - 1]["val_accuracy"] > 0.9
 
 
-def test_training_and_prediction_are_deterministic(tiny_bert_classifier):
+def test_training_and_prediction_are_deterministic(tiny_bert_classifier, fine_tuning_config):
     ids, labels = toy_set(32)
-    config = TrainingConfig(epochs=1, learning_rate=1e-3, batch_size=8, bf16=False, seed=3)
+    config = fine_tuning_config(epochs=1, learning_rate=1e-3, batch_size=8, warmup_fraction=0.06, seed=3)
     outputs = []
     for _ in range(2):
         model = tiny_bert_classifier(seed=0)
@@ -99,7 +99,7 @@ def test_extraction_rows_skip_special_tokens_and_match_direct_computation(tiny_b
 
 def test_wrong_encoder_name_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(EncoderNotFoundError, match=r"encoder.name_or_path='no-such-org/no-such-model-xyz' could not be "
+    with pytest.raises(EncoderNotFoundError, match=r"encoder 'no-such-org/no-such-model-xyz' could not be "
                                                    r"loaded: it is not a local folder, and the Hugging Face hub is not "
                                                    r"reachable"):
         load_tokenizer("no-such-org/no-such-model-xyz")

@@ -9,7 +9,7 @@ import torch
 from scipy.stats import spearmanr
 
 from learned_attribution.core.metrics.fidelity import example_spearman, mean_spearman, top_k_overlap
-from learned_attribution.core.models.learned import TrainingSettings, Variant, fit_variant
+from learned_attribution.core.models.learned import Variant, fit_variant
 from learned_attribution.core.models.learned.losses import distillation_loss
 
 
@@ -52,11 +52,11 @@ def teacher_rows(task: str, n_examples: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_a_student_learns_the_teachers_ranking_and_stops_on_validation_spearman():
+def test_a_student_learns_the_teachers_ranking_and_stops_on_validation_spearman(training_settings):
     train, val, test = teacher_rows("t", 120, 0), teacher_rows("t", 30, 1), teacher_rows("t", 30, 2)
     variant = Variant("student", feature_sets=("saliency",), objective="distill", stopping="example_spearman")
-    settings = TrainingSettings(hidden=16, batch_size=16, max_epochs=40, patience=4, seeds=2, learning_rate=1e-2)
-    student = fit_variant(variant, train, val, None, {}, ["s0", "s1", "s2"], 0.2, settings)
+    settings = training_settings(hidden=16, batch_size=16, max_epochs=40, patience=4, seeds=2, learning_rate=1e-2)
+    student = fit_variant(variant, train, val, target=None, stats_tables={}, columns=["s0", "s1", "s2"], rho=0.2, settings=settings)
     assert len(student.history) < settings.max_epochs  # it stopped on its validation Spearman
     predicted = student.predict(test[["s0", "s1", "s2"]].to_numpy(np.float32), test["example_id"].to_numpy())
     rho = np.nanmean(example_spearman(predicted, test["token_label"], test["example_id"]))

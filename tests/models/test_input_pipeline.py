@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.core.models.artifacts import load_explainer, save_explainer
-from learned_attribution.core.models.learned import InputPipeline, TrainingSettings, Variant, fit_variant
+from learned_attribution.core.models.artifacts import load_learned, save_learned
+from learned_attribution.core.models.learned import InputPipeline, Variant, fit_variant
 from learned_attribution.core.models.signals import columns_for
 
 SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency")
 COLUMNS = columns_for(SETS, n_heads=2, n_layers=2)
-FAST = TrainingSettings(hidden=4, batch_size=8, max_epochs=3, patience=2, seeds=2, learning_rate=1e-2)
+FAST = {"hidden": 4, "batch_size": 8, "max_epochs": 3, "patience": 2, "seeds": 2, "learning_rate": 1e-2}
 VARIANTS = [
     Variant("per_task_magnitude_anchor", feature_sets=SETS, standardise="per_task", objective="pairwise",
             signs="magnitude", anchor="embedding_grad_norm", self_training=True, balance=True),
@@ -46,17 +46,17 @@ def tables():
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.name)
-def test_a_saved_explainer_transforms_and_scores_bit_for_bit_as_trained(variant, tables, tmp_path):
+def test_a_saved_explainer_transforms_and_scores_bit_for_bit_as_trained(variant, tables, tmp_path, training_settings):
     a, b, target = tables
     train = pd.concat([a[a["example_id"].str[1:].astype(int) < 20], b[b["example_id"].str[1:].astype(int) < 20]])
     val = pd.concat([a[a["example_id"].str[1:].astype(int) >= 20], b[b["example_id"].str[1:].astype(int) >= 20]])
     unlabeled = {"a": a.drop(columns="token_label"), "b": b.drop(columns="token_label"),
                  "t": target.drop(columns="token_label")}
     columns = columns_for(variant.feature_sets, 2, 2)
-    trained = fit_variant(variant, train.reset_index(drop=True), val.reset_index(drop=True), unlabeled["t"],
-                          unlabeled, columns, 0.3, FAST)
-    save_explainer(trained, tmp_path / "explainer")
-    loaded = load_explainer(tmp_path / "explainer")
+    trained = fit_variant(variant, train.reset_index(drop=True), val.reset_index(drop=True), target=unlabeled["t"],
+                          stats_tables=unlabeled, columns=columns, rho=0.3, settings=training_settings(**FAST))
+    save_learned(trained, tmp_path / "explainer")
+    loaded = load_learned(tmp_path / "explainer")
     features, ids = target[columns].to_numpy(np.float32), target["example_id"].to_numpy()
 
     trained_inputs, trained_offsets = trained.inputs.transform(features, ids)

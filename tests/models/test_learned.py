@@ -13,7 +13,7 @@ from sklearn.metrics import roc_auc_score
 
 from learned_attribution.core.metrics.plausibility import mean_example_auroc
 from learned_attribution.core.models.features import feature_names
-from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, SimplexStack, TrainingSettings, Variant,
+from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, SimplexStack, Variant,
                                                 best_shape_free, build_network, build_variant_network,
                                                 calibrate_threshold, fit_variant, head_of_columns, score_examples,
                                                 select_variant, validation_auroc)
@@ -21,16 +21,37 @@ from learned_attribution.core.models.learned.inputs import (ANCHOR_SCALE, anchor
                                                        within_example_z)
 from learned_attribution.core.models.learned.losses import focal_loss, listwise_ranking_loss, pairwise_ranking_loss
 from learned_attribution.core.models.learned.pseudo import pseudo_labels
+from learned_attribution.core.models.learned import TrainingSettings
 from learned_attribution.core.models.learned.training import group_examples
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # the columns both pseudo-rationale rules read are among them
 COLUMNS = ["cls_to_tok_h0", "cls_to_tok_h1", "tok_to_cls_h0", "tok_to_cls_h1", "axg_h0", "axg_h1", "layer_grad_norm",
            "layer_grad_x_input", "embedding_grad_norm", "embedding_grad_x_input"]
-FAST = TrainingSettings(max_epochs=8, patience=3, batch_size=16, learning_rate=1e-2)
+# The training settings these tests were calibrated with: the conftest's `training_settings` at these values.
+CALIBRATED = {"hidden": 16, "learning_rate": 1e-3, "batch_size": 64, "max_epochs": 30, "patience": 4, "seeds": 3}
 # The paper's ExpNet (SPEC §6) as a variant of the one core, and its training settings (crosstask.expnet).
 PAPER = Variant("expnet_paper", feature_sets=("attention",), stopping="token_auroc")
 PAPER_TRAINING = {"batch_unit": "tokens", "batch_size": 512, "seeds": 1, "max_epochs": 50, "patience": 5, "hidden": 16}
+
+
+@pytest.fixture(scope="module")
+def settings(training_settings):
+    """`settings(**overrides) -> TrainingSettings`: CALIBRATED with overrides."""
+    return lambda **overrides: training_settings(**{**CALIBRATED, **overrides})
+
+
+@pytest.fixture(scope="module")
+def fast(settings):
+    """A few epochs of the loop, three seeds: what most fits below use."""
+    return settings(max_epochs=8, patience=3, batch_size=16, learning_rate=1e-2)
+
+
+@pytest.fixture(scope="module")
+def paper_settings(settings):
+    """`paper_settings(**overrides)`: the paper's ExpNet training (PAPER_TRAINING), faster (learning rate 1e-2,
+    batches of 128 tokens)."""
+    return lambda **overrides: settings(**{**PAPER_TRAINING, "learning_rate": 1e-2, "batch_size": 128, **overrides})
 
 
 def softplus(x):
@@ -43,15 +64,16 @@ def softplus(x):
 
 def test_the_declared_paper_expnet_is_the_paper_variant_with_its_settings():
     expnet = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet"]
-    assert Variant.from_params("expnet_paper", expnet["variant"]) == PAPER
-    settings = TrainingSettings(**expnet["training"])
+    recipe = {**expnet["variant"], "feature_sets": tuple(expnet["variant"]["feature_sets"])}
+    assert Variant(name="expnet_paper", **recipe) == PAPER
+    settings = TrainingSettings(**expnet["training"], seed=0)  # every field but the seed is declared
     assert {key: getattr(settings, key) for key in PAPER_TRAINING} == PAPER_TRAINING
     assert (settings.alpha, settings.gamma, settings.learning_rate) == (0.25, 2.0, 1e-3)
     assert not PAPER.shape_free and not PAPER.reads_whole_examples
 
 
-def test_the_papers_network_shapes_and_backward():
-    net = build_variant_network(PAPER, feature_names(12), TrainingSettings(**PAPER_TRAINING))
+def test_the_papers_network_shapes_and_backward(settings):
+    net = build_variant_network(PAPER, feature_names(12), settings(**PAPER_TRAINING))
     assert isinstance(net, GatedExpNet) and net.gates() is None and net.members == 1
     logits = net(torch.randn(7, 24))
     assert logits.shape == (1, 7)
@@ -93,18 +115,14 @@ def token_table(x: np.ndarray, y: np.ndarray, prefix: str, task: str = "a", toke
     return frame
 
 
-def paper_settings(**overrides) -> TrainingSettings:
-    return TrainingSettings(**{**PAPER_TRAINING, "learning_rate": 1e-2, "batch_size": 128, **overrides})
-
-
-def test_the_paper_variant_learns_a_separable_signal_and_stops_early():
+def test_the_paper_variant_learns_a_separable_signal_and_stops_early(paper_settings):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(2000, 6)).astype(np.float32)
     y = (x[:, 2] > 0.5).astype(np.float32)
     train, val = token_table(x[:1500], y[:1500], "t"), token_table(x[1500:], y[1500:], "v")
     columns = feature_names(3)
     # The paper's ExpNet reads no target classifier's signals: target None.
-    training = fit_variant(PAPER, train, val, None, {}, columns, 0.3, paper_settings(max_epochs=30, patience=3))
+    training = fit_variant(PAPER, train, val, target=None, stats_tables={}, columns=columns, rho=0.3, settings=paper_settings(max_epochs=30, patience=3))
     assert training.n_members == 1 and training.member_best_epochs == [training.best_epoch]
     assert training.history[training.best_epoch - 1]["val_auroc"] > 0.97
     probabilities = training.predict(x[1500:])
@@ -114,8 +132,8 @@ def test_the_paper_variant_learns_a_separable_signal_and_stops_early():
     # best one, none of which beat it, and the network kept is the best epoch's (its validation AUROC reproduces).
     stopped = paper_settings(max_epochs=500, patience=3)
     noisy = rng.random(500) < 0.5  # validation labels unrelated to the inputs: no lasting improvement possible
-    early = fit_variant(PAPER, train, token_table(x[1500:], noisy.astype(np.float32), "v"), None, {}, columns, 0.3,
-                        stopped)
+    early = fit_variant(PAPER, train, token_table(x[1500:], noisy.astype(np.float32), "v"), target=None, stats_tables={}, columns=columns, rho=0.3,
+                        settings=stopped)
     assert len(early.history) == early.best_epoch + 3 < stopped.max_epochs
     best = early.history[early.best_epoch - 1]["val_auroc"]
     assert all(h["val_auroc"] <= best for h in early.history[early.best_epoch:])
@@ -123,30 +141,55 @@ def test_the_paper_variant_learns_a_separable_signal_and_stops_early():
     assert roc_auc_score(noisy, early.predict(x[1500:])) == pytest.approx(best, abs=1e-6)
 
 
-def test_the_paper_variants_calibrated_threshold_maximises_its_validation_f1():
+def f1_by_hand(probabilities: np.ndarray, gold: np.ndarray, threshold: float) -> float:
+    """Token F1 of ExpNet's rule (SPEC §6): the tokens at or above the threshold, else the first highest one."""
+    chosen = probabilities >= threshold
+    if not chosen.any():
+        chosen[int(np.argmax(probabilities))] = True
+    positive = gold >= 0.5
+    hits = int((chosen & positive).sum())
+    if hits == 0:
+        return 0.0
+    precision, recall = hits / chosen.sum(), hits / positive.sum()
+    return 2 * precision * recall / (precision + recall)
+
+
+def best_threshold_by_hand(probabilities: list[np.ndarray], gold: list[np.ndarray]) -> tuple[float, list[float]]:
+    """The grid 0.05, 0.10, ..., 0.95 searched by hand: (the first threshold of the highest mean per-example F1,
+    the mean F1 at every grid point)."""
+    grid = [round(0.05 * k, 2) for k in range(1, 20)]
+    means = [float(np.mean([f1_by_hand(p, g, t) for p, g in zip(probabilities, gold)])) for t in grid]
+    return grid[int(np.argmax(means))], means
+
+
+def test_the_paper_variants_calibrated_threshold_maximises_its_validation_f1(paper_settings):
     rng = np.random.default_rng(1)
     x = rng.normal(size=(1200, 6)).astype(np.float32)
     y = (x[:, 0] + 0.5 * rng.normal(size=1200) > 0.8).astype(np.float32)
     train, val = token_table(x[:900], y[:900], "t"), token_table(x[900:], y[900:], "v")
-    model = fit_variant(PAPER, train, val, None, {}, feature_names(3), 0.3, paper_settings(max_epochs=5))
-    scored = score_examples(model, val)
+    model = fit_variant(PAPER, train, val, target=None, stats_tables={}, columns=feature_names(3), rho=0.3, settings=paper_settings(max_epochs=5))
+    scored = score_examples(model, val)  # global statistics: the probabilities the calibration saw
     gold = val.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
-    expected = calibrate_threshold(list(scored["scores"]), [gold[i] for i in scored["example_id"]])
-    assert model.calibrated_threshold == expected and 0.05 <= expected <= 0.95
+    expected, means = best_threshold_by_hand(list(scored["scores"]), [gold[i] for i in scored["example_id"]])
+    assert model.calibrated_threshold == expected
+    assert max(means) > min(means) + 0.05  # the threshold matters on these scores: the search has teeth
     assert model.threshold == 0.5  # the own rule's threshold is the node's to set (crosstask.expnet.threshold)
 
 
 def test_calibrated_threshold_maximises_validation_f1():
-    # Positives score 0.3, negatives 0.1: any threshold in (0.1, 0.3] is perfect; 0.5 would fall back to one token.
+    # Positives score 0.3, negatives 0.1: every grid threshold in (0.1, 0.3] is perfect, and a tie goes to the
+    # lowest: 0.15. At 0.1 or below the negatives join in; above 0.3 the rule falls back to one token (F1 2/3, 1).
     probabilities = [np.array([0.3, 0.3, 0.1, 0.1]), np.array([0.1, 0.3, 0.1])]
     gold = [np.array([1, 1, 0, 0]), np.array([0, 1, 0])]
-    threshold = calibrate_threshold(probabilities, gold)
-    assert 0.1 < threshold <= 0.3
+    assert calibrate_threshold(probabilities, gold) == 0.15
+    # An explicit grid: the lowest perfect threshold of it.
+    assert calibrate_threshold(probabilities, gold, grid=np.array([0.05, 0.1, 0.2, 0.3, 0.4])) == 0.2
+    assert calibrate_threshold(probabilities, gold, grid=np.array([0.5, 0.9])) == 0.5  # both fall back: the first
 
 
 def test_a_training_task_without_token_rows_stops_the_fold():
     """Incomplete features (e.g. a resumed run that kept a part) must not train a fold on one task silently."""
-    from learned_attribution.pipelines.crosstask.nodes import _explainer_tokens
+    from learned_attribution.services.evaluation.folds import training_tokens as _explainer_tokens  # a service
 
     rows = pd.DataFrame({"task": ["cola"] * 3, "example_id": ["a", "a", "b"], "role": ["rationale_val"] * 3,
                          "correct": [True, True, False], "token_label": [0, 1, 1]})
@@ -160,7 +203,7 @@ def test_a_training_task_without_token_rows_stops_the_fold():
 # Recipes, settings and batches
 # ----------------------------------------------------------------------------------------------------------------
 
-def test_variants_and_settings_reject_what_they_cannot_do():
+def test_variants_and_settings_reject_what_they_cannot_do(settings):
     free = Variant("free", feature_sets=("attention_stats", "layer_gradient", "raw_attention_depths", "position"))
     assert free.shape_free and "shape-free" in free.describe()
     assert not Variant("mixed", feature_sets=("attention_stats", "attention")).shape_free
@@ -170,12 +213,12 @@ def test_variants_and_settings_reject_what_they_cannot_do():
         Variant("bad", feature_sets=("nope",))
     with pytest.raises(ValueError, match="stopping='pooled'"):
         Variant("bad", stopping="pooled")
-    with pytest.raises(ValueError, match="unknown settings \\['n_heads'\\]"):
-        Variant.from_params("bad", {"n_heads": 2})
     with pytest.raises(ValueError, match="batch_unit='sentences'"):
-        TrainingSettings(batch_unit="sentences")
+        settings(batch_unit="sentences")
     with pytest.raises(ValueError, match="seeds=0 must be at least 1"):
-        TrainingSettings(seeds=0)
+        settings(seeds=0)
+    with pytest.raises(ValueError, match="batch_size=0 must be at least 1"):
+        settings(batch_size=0)
 
 
 def test_group_examples_pads_whole_examples_or_makes_every_token_one():
@@ -418,41 +461,50 @@ def task_parts(task, seed):
             "unlabeled": pd.concat([train, val_all]).drop(columns="token_label")}
 
 
-def test_fit_learns_a_transferable_signal():
+def test_fit_learns_a_transferable_signal(fast):
     a, b = task_parts("a", 1), task_parts("b", 2)
     variant = Variant("x", standardise="per_task", objective="focal+pairwise")
-    model = fit_variant(variant, a["train"], a["val"], b["unlabeled"], {"a": a["unlabeled"], "b": b["unlabeled"]},
-                        COLUMNS, rho=0.3, settings=FAST)
+    model = fit_variant(variant, a["train"], a["val"], target=b["unlabeled"], stats_tables={"a": a["unlabeled"], "b": b["unlabeled"]},
+                        columns=COLUMNS, rho=0.3, settings=fast)
     assert validation_auroc(model, b["val"]) > 0.75
-    assert 0.05 <= model.calibrated_threshold <= 0.95
+    # The threshold is calibrated on the training tasks' validation rows, standardised with their own task's
+    # statistics (per-task): the best of the grid by hand on the probabilities the network gives them.
+    a_statistics = model.inputs.fitted_statistics(a["unlabeled"][COLUMNS].to_numpy(np.float32),
+                                                  a["unlabeled"]["example_id"].to_numpy())
+    inputs, _ = model.inputs.transform(a["val"][COLUMNS].to_numpy(np.float32), None, *a_statistics)
+    probabilities = model.network_probabilities(torch.as_tensor(inputs), 0.0)
+    groups = a["val"].groupby("example_id", sort=False).indices
+    expected, _ = best_threshold_by_hand([probabilities[i] for i in groups.values()],
+                                         [a["val"]["token_label"].to_numpy()[i] for i in groups.values()])
+    assert model.calibrated_threshold == expected
     assert model.columns == COLUMNS and model.inputs.columns == COLUMNS
 
 
-def test_a_variant_that_reads_the_target_needs_it():
+def test_a_variant_that_reads_the_target_needs_it(fast):
     a = task_parts("a", 1)
     for variant in (Variant("z", standardise="per_task"), Variant("st", self_training=True)):
         with pytest.raises(ValueError, match="reads the target classifier's unlabeled signals: pass target"):
-            fit_variant(variant, a["train"], a["val"], None, {"a": a["unlabeled"]}, COLUMNS, 0.3, FAST)
+            fit_variant(variant, a["train"], a["val"], target=None, stats_tables={"a": a["unlabeled"]}, columns=COLUMNS, rho=0.3, settings=fast)
     # a per-task simplex stack standardises nothing, so it reads no target either
     assert not InputPipeline.for_variant(Variant("stack", network="simplex"), COLUMNS).standardises
 
 
-def test_per_task_standardisation_saves_the_targets_statistics_and_global_the_training_tokens():
+def test_per_task_standardisation_saves_the_targets_statistics_and_global_the_training_tokens(settings):
     a, b = task_parts("a", 1), task_parts("b", 2)
     stats = {"a": a["unlabeled"], "b": b["unlabeled"]}
-    settings = TrainingSettings(max_epochs=1, patience=1, batch_size=16, seeds=1)
-    per_task = fit_variant(Variant("z", standardise="per_task"), a["train"], a["val"], b["unlabeled"], stats, COLUMNS,
-                           0.3, settings)
+    settings = settings(max_epochs=1, patience=1, batch_size=16, seeds=1)
+    per_task = fit_variant(Variant("z", standardise="per_task"), a["train"], a["val"], target=b["unlabeled"], stats_tables=stats, columns=COLUMNS,
+                           rho=0.3, settings=settings)
     target = b["unlabeled"][COLUMNS].to_numpy(np.float64)  # the target's unlabeled tokens, not its labelled ones
     np.testing.assert_allclose(per_task.inputs.mean, target.mean(0), rtol=1e-5)
     np.testing.assert_allclose(per_task.inputs.std, target.std(0) + 1e-6, rtol=1e-5)
-    shared = fit_variant(Variant("g"), a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3, settings)
+    shared = fit_variant(Variant("g"), a["train"], a["val"], target=b["unlabeled"], stats_tables=stats, columns=COLUMNS, rho=0.3, settings=settings)
     training = a["train"][COLUMNS].to_numpy(np.float64)
     np.testing.assert_allclose(shared.inputs.mean, training.mean(0), rtol=1e-5)
     np.testing.assert_allclose(shared.inputs.std, training.std(0) + 1e-6, rtol=1e-5)
 
 
-def test_per_task_standardisation_adapts_to_the_targets_scale_without_its_labels():
+def test_per_task_standardisation_adapts_to_the_targets_scale_without_its_labels(fast):
     """Each task's rows are z-scored with that task's own statistics: a target whose signals are an affine
     rescaling of another's gets the same trained weights and the same token scores; global standardisation does
     not (it applies the training tokens' statistics to any target)."""
@@ -463,8 +515,8 @@ def test_per_task_standardisation_adapts_to_the_targets_scale_without_its_labels
     scores = {}
     for name, variant in (("per_task", Variant("z", standardise="per_task", objective="pairwise")),
                           ("global", Variant("g", objective="pairwise"))):
-        fits = [fit_variant(variant, a["train"], a["val"], target["unlabeled"],
-                            {"a": a["unlabeled"], "b": target["unlabeled"]}, COLUMNS, 0.3, FAST)
+        fits = [fit_variant(variant, a["train"], a["val"], target=target["unlabeled"],
+                            stats_tables={"a": a["unlabeled"], "b": target["unlabeled"]}, columns=COLUMNS, rho=0.3, settings=fast)
                 for target in (b, rescaled)]
         for key, value in fits[0].net.state_dict().items():
             torch.testing.assert_close(value, fits[1].net.state_dict()[key])  # the target never changes training
@@ -474,7 +526,7 @@ def test_per_task_standardisation_adapts_to_the_targets_scale_without_its_labels
     assert not np.allclose(scores["global"][0], scores["global"][1], rtol=1e-2, atol=1e-3)
 
 
-def test_held_out_labels_never_change_training():
+def test_held_out_labels_never_change_training(fast):
     """Poisoning the held-out task's rationales (inverting every token label) changes no trained weight: fitting
     for the held-out classifier reads its signals, never its labels (self-training included). The selection cannot
     read the held-out task's signals or labels (`select_variant` takes the training tasks only; the node's inputs
@@ -495,7 +547,7 @@ def test_held_out_labels_never_change_training():
     outcomes = []
     for target in (held_out, poisoned):
         stats = {"a": tasks["a"]["unlabeled"], "b": tasks["b"]["unlabeled"], "c": target}
-        outcomes.append([fit_variant(v, train, val, target, stats, COLUMNS, 0.3, FAST) for v in variants])
+        outcomes.append([fit_variant(v, train, val, target=target, stats_tables=stats, columns=COLUMNS, rho=0.3, settings=fast) for v in variants])
     models, models_poisoned = outcomes
     for model, twin in zip(models, models_poisoned):
         for key, value in model.net.state_dict().items():
@@ -504,47 +556,48 @@ def test_held_out_labels_never_change_training():
         np.testing.assert_array_equal(model.inputs.std, twin.inputs.std)
     assert models[3].n_pseudo_examples > 0 and models[5].n_pseudo_examples > 0  # self-training used the held-out signals
     # and self-training did change what was learned (the held-out signals were read, so the check above can fail)
-    plain = fit_variant(Variant("ranking", standardise="per_task", objective="pairwise"), train, val, held_out,
-                        {"a": tasks["a"]["unlabeled"], "b": tasks["b"]["unlabeled"], "c": held_out}, COLUMNS, 0.3,
-                        FAST)
+    plain = fit_variant(Variant("ranking", standardise="per_task", objective="pairwise"), train, val, target=held_out,
+                        stats_tables={"a": tasks["a"]["unlabeled"], "b": tasks["b"]["unlabeled"], "c": held_out}, columns=COLUMNS, rho=0.3,
+                        settings=fast)
     assert not torch.equal(plain.net.state_dict()["w1"], models[3].net.state_dict()["w1"])
 
 
 def test_the_selection_node_has_no_held_out_input():
-    from learned_attribution.pipelines.crosstask.pipeline import TASKS, create_folds
+    from learned_attribution.core.tasks import TASKS
+    from learned_attribution.pipelines.crosstask.pipeline import create_folds  # the pipeline's wiring
 
-    folds = create_folds()
+    folds = create_folds(TASKS)
     for task in TASKS:
         (node,) = [n for n in folds.nodes if n.name == f"heldout_{task}.select_expnet_plus"]
         assert not [i for i in node.inputs if i.startswith(f"{task}.")], node.inputs
         assert {f"{t}.explainer_signals" for t in TASKS if t != task} <= set(node.inputs)
 
 
-def test_an_anchor_alone_ranks_like_its_signal_and_a_residual_is_trained_on_top():
+def test_an_anchor_alone_ranks_like_its_signal_and_a_residual_is_trained_on_top(fast):
     a, b = task_parts("a", 1), task_parts("b", 2)
     stats = {"a": a["unlabeled"], "b": b["unlabeled"]}
     gold = [g["token_label"].to_numpy() for _, g in b["val"].groupby("example_id", sort=False)]
     anchor_auroc = mean_example_auroc([g[COLUMNS[0]].to_numpy() for _, g in b["val"].groupby("example_id", sort=False)],
                                       gold)
-    alone = fit_variant(Variant("anchor", anchor=COLUMNS[0], anchor_weight=0.0), a["train"], a["val"], b["unlabeled"],
-                        stats, COLUMNS, 0.3, FAST)
+    alone = fit_variant(Variant("anchor", anchor=COLUMNS[0], anchor_weight=0.0), a["train"], a["val"], target=b["unlabeled"],
+                        stats_tables=stats, columns=COLUMNS, rho=0.3, settings=fast)
     assert alone.history == [] and validation_auroc(alone, b["val"]) == pytest.approx(anchor_auroc, abs=1e-12)
     residual = fit_variant(Variant("anchored", standardise="per_task", objective="pairwise", anchor=COLUMNS[0]),
-                           a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3, FAST)
+                           a["train"], a["val"], target=b["unlabeled"], stats_tables=stats, columns=COLUMNS, rho=0.3, settings=fast)
     assert residual.history and validation_auroc(residual, b["val"]) > 0.75
     with pytest.raises(ValueError, match="anchor 'afn_norm_l0' is not among its input columns"):
-        fit_variant(Variant("bad", anchor="afn_norm_l0"), a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3,
-                    FAST)
+        fit_variant(Variant("bad", anchor="afn_norm_l0"), a["train"], a["val"], target=b["unlabeled"], stats_tables=stats, columns=COLUMNS, rho=0.3,
+                    settings=fast)
     with pytest.raises(ValueError, match="anchor_weight needs an anchor column"):
         Variant("bad", anchor_weight=0.5)
 
 
-def test_seeds_train_side_by_side_and_the_selection_reads_their_mean():
+def test_seeds_train_side_by_side_and_the_selection_reads_their_mean(fast):
     a, b = task_parts("a", 1), task_parts("b", 2)
     stats = {"a": a["unlabeled"], "b": b["unlabeled"]}
     variant = Variant("x", standardise="per_task", objective="pairwise")
-    model = fit_variant(variant, a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3, FAST)
-    assert model.n_members == 3 and len(model.member_val_auroc) == 3 and len(model.member_best_epochs) == 3
+    model = fit_variant(variant, a["train"], a["val"], target=b["unlabeled"], stats_tables=stats, columns=COLUMNS, rho=0.3, settings=fast)
+    assert model.n_members == 3 and len(model.member_val_scores) == 3 and len(model.member_best_epochs) == 3
     # each member keeps its own best epoch: its recorded validation AUROC is its best in the history, the mean
     # per-example AUROC (this variant's stopping rule) of the member's kept network on a's validation rows, which
     # training standardised with a's own statistics (the saved pipeline holds the target b's)
@@ -552,7 +605,7 @@ def test_seeds_train_side_by_side_and_the_selection_reads_their_mean():
                                                   a["unlabeled"]["example_id"].to_numpy())
     a_inputs, _ = model.inputs.transform(a["val"][COLUMNS].to_numpy(np.float32), None, *a_statistics)
     groups = a["val"].groupby("example_id", sort=False).indices
-    for member, best in enumerate(model.member_val_auroc):
+    for member, best in enumerate(model.member_val_scores):
         history = [row["member_val_auroc"][member] for row in model.history]
         assert best == pytest.approx(max(history)) and model.member_best_epochs[member] == 1 + int(np.argmax(history))
         kept = model.network_probabilities(torch.as_tensor(a_inputs), 0.0, member)
@@ -564,8 +617,8 @@ def test_seeds_train_side_by_side_and_the_selection_reads_their_mean():
     assert not np.allclose(members[0], members[1])
     logits = np.stack([np.log(p / (1 - p)) for p in members])
     np.testing.assert_allclose(model.predict(x), 1 / (1 + np.exp(-logits.mean(0))), rtol=1e-4, atol=1e-6)
-    selection = select_variant([variant], {"a": a, "b": b}, {"x": COLUMNS}, 0.3, FAST)
-    twin = fit_variant(variant, b["train"], b["val"], a["unlabeled"], stats, COLUMNS, 0.3, FAST)
+    selection = select_variant([variant], {"a": a, "b": b}, {"x": COLUMNS}, 0.3, fast)
+    twin = fit_variant(variant, b["train"], b["val"], target=a["unlabeled"], stats_tables=stats, columns=COLUMNS, rho=0.3, settings=fast)
     # the selection scores every validation example with a rationale (mispredicted ones too), as the test set is
     per_seed = [validation_auroc(twin, a["val_all"], m) for m in range(3)]
     assert validation_auroc(twin, a["val_all"]) < validation_auroc(twin, a["val"]) - 0.02
@@ -573,9 +626,9 @@ def test_seeds_train_side_by_side_and_the_selection_reads_their_mean():
     assert row["val_auroc"] == pytest.approx(np.mean(per_seed)) and row["val_auroc_seed_sd"] == pytest.approx(np.std(per_seed))
 
 
-def test_the_selection_leaves_out_each_of_any_number_of_training_tasks_and_ties_go_to_the_earlier_variant():
+def test_the_selection_leaves_out_each_of_any_number_of_training_tasks_and_ties_go_to_the_earlier_variant(settings):
     tasks = {task: task_parts(task, seed) for task, seed in (("a", 1), ("b", 2), ("c", 3))}
-    settings = TrainingSettings(max_epochs=3, patience=2, batch_size=16, learning_rate=1e-2, seeds=1)
+    settings = settings(max_epochs=3, patience=2, batch_size=16, learning_rate=1e-2, seeds=1)
     first = Variant("first", standardise="per_task", objective="pairwise")
     same = Variant("same_recipe", standardise="per_task", objective="pairwise")
     selection = select_variant([first, same], tasks, {"first": COLUMNS, "same_recipe": COLUMNS}, 0.3, settings)
@@ -602,11 +655,11 @@ def test_the_best_shape_free_variant_of_a_selection():
 
 
 @pytest.mark.parametrize("objective", ["pairwise", "listwise"])
-def test_a_simplex_stack_learns_which_signal_carries_the_rationale(objective):
+def test_a_simplex_stack_learns_which_signal_carries_the_rationale(objective, settings):
     a, b = task_parts("a", 1), task_parts("b", 2)
-    settings = TrainingSettings(max_epochs=20, patience=5, batch_size=16, learning_rate=0.1)  # 10 weights
+    settings = settings(max_epochs=20, patience=5, batch_size=16, learning_rate=0.1)  # 10 weights
     stack = fit_variant(Variant("stack", objective=objective, network="simplex"), a["train"], a["val"],
-                        b["unlabeled"], {"a": a["unlabeled"], "b": b["unlabeled"]}, COLUMNS, 0.3, settings)
+                        target=b["unlabeled"], stats_tables={"a": a["unlabeled"], "b": b["unlabeled"]}, columns=COLUMNS, rho=0.3, settings=settings)
     weights = stack.stack_weights()
     assert max(weights, key=weights.get) == COLUMNS[0] and sum(weights.values()) == pytest.approx(1.0)
     assert weights[COLUMNS[0]] > 2 / len(COLUMNS)  # twice the uniform weight it started from
@@ -635,12 +688,12 @@ def signed_evidence_task(task: str, n_examples: int, seed: int, sign: float) -> 
     return pd.DataFrame(rows)
 
 
-def test_magnitude_inputs_survive_the_sign_flip_of_a_misprediction():
+def test_magnitude_inputs_survive_the_sign_flip_of_a_misprediction(fast):
     train, val = signed_evidence_task("a", 60, 1, +1.0), signed_evidence_task("a", 30, 2, +1.0)
     mispredicted = signed_evidence_task("c", 40, 3, -1.0)
     stats = {"a": train.drop(columns="token_label"), "c": mispredicted.drop(columns="token_label")}
-    signed, magnitude = (fit_variant(Variant(name, objective="pairwise", signs=name), train, val, mispredicted, stats,
-                                     COLUMNS, 0.3, FAST) for name in ("signed", "magnitude"))
+    signed, magnitude = (fit_variant(Variant(name, objective="pairwise", signs=name), train, val, target=mispredicted, stats_tables=stats,
+                                     columns=COLUMNS, rho=0.3, settings=fast) for name in ("signed", "magnitude"))
     assert validation_auroc(signed, val) > 0.95 and validation_auroc(magnitude, val) > 0.95
     assert validation_auroc(signed, mispredicted) < 0.1  # the signed network ranks the rationale last
     assert validation_auroc(magnitude, mispredicted) > 0.95
@@ -654,19 +707,19 @@ def test_magnitude_inputs_survive_the_sign_flip_of_a_misprediction():
         Variant("bad", signs="sign")
 
 
-def test_a_variants_own_learning_rate_replaces_the_shared_one():
+def test_a_variants_own_learning_rate_replaces_the_shared_one(fast):
     from dataclasses import replace
 
     a, b = task_parts("a", 1), task_parts("b", 2)
     stats = {"a": a["unlabeled"], "b": b["unlabeled"]}
 
     def fit(variant, settings):
-        return fit_variant(variant, a["train"], a["val"], b["unlabeled"], stats, COLUMNS, 0.3, settings).net.state_dict()
+        return fit_variant(variant, a["train"], a["val"], target=b["unlabeled"], stats_tables=stats, columns=COLUMNS, rho=0.3, settings=settings).net.state_dict()
 
     stack = Variant("stack", objective="pairwise", network="simplex")
-    own = fit(replace(stack, learning_rate=0.1), FAST)  # FAST's shared rate is 1e-2
-    shared = fit(stack, replace(FAST, learning_rate=0.1))
-    default = fit(stack, FAST)
+    own = fit(replace(stack, learning_rate=0.1), fast)  # fast's shared rate is 1e-2
+    shared = fit(stack, replace(fast, learning_rate=0.1))
+    default = fit(stack, fast)
     for key, value in own.items():
         torch.testing.assert_close(value, shared[key])
     assert not torch.equal(own["weight_logits"], default["weight_logits"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from learned_attribution.core.models import packaged
-from learned_attribution.core.models.encoder import EncoderNotFoundError, resolve_encoder
+from learned_attribution.core.models.loading import EncoderNotFoundError, resolve_encoder
 from learned_attribution.core.models.packaged import (COMPLETE, INSTALL_HINT, PackagedEncoderError, PackagedModel, assemble,
                                                  is_assembled, packaged_base_encoder)
 

@@ -136,13 +136,13 @@ def test_position_without_vocabulary_has_no_continuations():
 
 
 def test_saliency_set_is_the_saliency_baseline(model, batch):
-    from learned_attribution.core.explainers import build_explainer
-    from learned_attribution.core.explainers.base import make_batch
+    from learned_attribution.core.explainers import build_method
+    from learned_attribution.core.explainers.base import padded_batch
 
     input_ids, attention_mask, target = batch
     rows = [row[mask.bool()].tolist() for row, mask in zip(input_ids, attention_mask)]
-    baseline = build_explainer("saliency").explain(
-        model, make_batch(rows, target.tolist(), pad_token_id=0, mask_token_id=3, frame_token_ids=[1, 2, 0]))
+    baseline = build_method("saliency").explain(
+        model, padded_batch(rows, target.tolist(), pad_token_id=0, mask_token_id=3, frame_token_ids=[1, 2, 0]))
     signals = token_signals(model, input_ids, attention_mask, target, ["saliency"])
     real = attention_mask.bool()
     torch.testing.assert_close(signals[..., 0][real], baseline.scores[real], rtol=1e-4, atol=1e-6)

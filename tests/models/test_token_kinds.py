@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from learned_attribution.core.data.projection import project_to_subwords
+from learned_attribution.core.models.projection import project_to_subwords
 from learned_attribution.core.models.architectures import (BYTE_LEVEL_BPE, SENTENCEPIECE, WORDPIECE, TokenConvention,
                                                       token_convention)
 from learned_attribution.core.models.signals import (TokenVocabulary, continuation_signals, position_signals,

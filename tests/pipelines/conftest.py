@@ -2,7 +2,7 @@
 in-memory catalog: the real data_processing, classifiers and fold nodes, the real parameters (conf/base + conf/smoke,
 with a few settings shrunk for speed), synthetic sentences and tiny random classifiers instead of fine-tuned ones.
 
-A synthetic task, "synthetic", is added the way docs/extending.md says a task is added: its reader (`read_synthetic`
+A synthetic task, "synthetic", is added the way docs/extending.md says a task is added: its loader (`read_synthetic`
 below, reading one raw TSV) in a `Task` entry, and its configuration (`data_processing.synthetic`,
 `classifiers.synthetic`); the other tasks of a slice keep their registered names and start from in-memory examples
 (their real readers are tested in tests/data)."""
@@ -18,7 +18,7 @@ from kedro.pipeline import Pipeline
 from kedro.runner import SequentialRunner
 
 from learned_attribution.core.data.schema import BadRecords, RawText, check_rationale_length, make_examples_frame
-from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.pipelines import classifiers, crosstask, data_processing
 from learned_attribution.core.tasks import Task
 
@@ -43,13 +43,14 @@ FAST = {  # on top of conf/base + conf/smoke: a tiny slice runs in seconds, ever
 # The synthetic task's configuration (docs/extending.md: parameters_data_processing.yml, parameters_classifiers.yml).
 SYNTHETIC_PARAMETERS = {"data_processing": {SYNTHETIC: {"min_words": 3}},
                         "classifiers": {SYNTHETIC: {"epochs": 1, "learning_rate": 1.0e-4, "batch_size": 16,
+                                                    "weight_decay": 0.01, "warmup_fraction": 0.06,
                                                     "class_weighting": False, "selection_metric": "accuracy",
                                                     "max_train_examples": None, "max_val_examples": None,
                                                     "eval_batch_size": 16}}}
 
 
-def read_synthetic(sentences: RawText, params: dict[str, Any], strict: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The synthetic task's reader: one TSV line per example (role, label, words, 0/1 word rationale or "-")."""
+def read_synthetic(sentences: RawText, *, strict: bool, min_words: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The synthetic task's loader: one TSV line per example (role, label, words, 0/1 word rationale or "-")."""
     bad = BadRecords(SYNTHETIC, strict)
     rows = []
     for number, line in enumerate(sentences.lines()[1:], start=2):
@@ -57,7 +58,7 @@ def read_synthetic(sentences: RawText, params: dict[str, Any], strict: bool) -> 
         words = text.split()
         rationale = None if mask == "-" else [int(m) for m in mask.split()]
         reason = check_rationale_length(words, rationale) or (
-            f"fewer than {params['min_words']} words" if len(words) < params["min_words"] else None)
+            f"fewer than {min_words} words" if len(words) < min_words else None)
         if reason:
             bad.report(role.split("_")[-1], sentences.path, f"line {number}", reason, role)
             continue
@@ -195,7 +196,7 @@ def slice_parameters(project_root) -> dict:
 def tiny_task_classifier(tiny_bert_classifier):
     """`tiny_task_classifier(seed) -> TrainedClassifier`: a tiny random BERT (2 layers, 2 heads) over the default
     encoder's tokenizer, standing in for a fine-tuned classifier (fine-tuning is tested in tests/models)."""
-    from learned_attribution.core.models.encoder import load_tokenizer
+    from learned_attribution.core.models.loading import load_tokenizer
 
     tokenizer = load_tokenizer(ENCODER)
 

@@ -1,4 +1,4 @@
-"""MlflowFoldRunsHook across a kill and a resume, on a real SQLite store: the hook is driven directly
+"""The MLflow hook (adapters/hooks) across a kill and a resume, on a real SQLite store: the hook is driven directly
 (before_pipeline_run, the runner's after_dataset_saved, on_pipeline_error / after_pipeline_run) around a real
 Kedro SequentialRunner on a small namespaced fold pipeline whose outputs are real files in tmp_path.
 
@@ -17,41 +17,21 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 from kedro.framework.hooks.manager import _create_hook_manager
-from kedro.io import AbstractDataset, DataCatalog
+from kedro.io import DataCatalog
 from kedro.pipeline import node, pipeline
 from kedro.runner import SequentialRunner
 from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 
-from learned_attribution.services import tracking
+from learned_attribution.adapters.hooks import MlflowRunsHook
 from learned_attribution.adapters.kedro_datasets import AtomicCSVDataset, AtomicJSONDataset
-from learned_attribution.adapters.hooks import MlflowFoldRunsHook
+from learned_attribution.services.tracking import store as tracking
 
 FOLDS = ("heldout_cola", "heldout_sst2")
 
 
 class Killed(BaseException):
     """Stands for SIGKILL: no `except Exception` in the runner or the session sees it."""
-
-
-class FolderDataset(AbstractDataset):
-    """A model folder with a `path`, like LearnedExplainerDataset: the hook logs the folder as artifacts."""
-
-    def __init__(self, path: str):
-        self.path = Path(path)
-
-    def _save(self, data) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "config.json").write_text(f'{{"variant": "{data.variant.name}"}}')
-
-    def _load(self):
-        return None
-
-    def _exists(self) -> bool:
-        return (self.path / "config.json").is_file()
-
-    def _describe(self) -> dict:
-        return {"path": str(self.path)}
 
 
 KILL_AT: set[str] = set()  # node names that "kill the process" when they start
@@ -67,18 +47,17 @@ def _fold_pipeline(task: str):
     def score_fold():
         return _metrics(task)
 
-    def train_expnet_plus():
-        return SimpleNamespace(variant=SimpleNamespace(name="attention_plus_grad"),
-                               history=[{"epoch": 1, "train_loss": 0.7}, {"epoch": 2, "train_loss": 0.4}])
+    def train_expnet():
+        return pd.DataFrame([{"epoch": 1, "train_loss": 0.7}, {"epoch": 2, "train_loss": 0.4}])
 
-    def budget(metrics, model):
+    def budget(metrics, history):
         if f"heldout_{task}.budget" in KILL_AT:
             raise Killed
         return {"seconds": 12.5, "examples": 10}
 
     return pipeline([node(score_fold, None, "fold_metrics", name="score_fold"),
-                     node(train_expnet_plus, None, "expnet_plus", name="train_expnet_plus"),
-                     node(budget, ["fold_metrics", "expnet_plus"], "budget", name="budget")],
+                     node(train_expnet, None, "expnet_history", name="train_expnet"),
+                     node(budget, ["fold_metrics", "expnet_history"], "budget", name="budget")],
                     namespace=f"heldout_{task}")
 
 
@@ -86,19 +65,19 @@ def _catalog(data: Path) -> DataCatalog:
     datasets = {}
     for fold in FOLDS:
         datasets[f"{fold}.fold_metrics"] = AtomicCSVDataset(filepath=str(data / fold / "fold_metrics.csv"))
-        datasets[f"{fold}.expnet_plus"] = FolderDataset(str(data / fold / "expnet_plus"))
+        datasets[f"{fold}.expnet_history"] = AtomicCSVDataset(filepath=str(data / fold / "expnet_history.csv"))
         datasets[f"{fold}.budget"] = AtomicJSONDataset(filepath=str(data / fold / "budget.json"))
     return DataCatalog(datasets)
 
 
 def _params(uri: str, experiment: str, seed: int = 13) -> dict:
-    return {"mlflow": {"tracking_uri": uri, "experiment": experiment}, "seed": seed, "max_length": 64,
+    return {"mlflow": {"tracking_uri": uri, "experiment": experiment, "strict": False}, "seed": seed, "max_length": 64,
             "encoder": {"name_or_path": "tiny"}, "crosstask": {"baselines": ["saliency"]}}
 
 
-def _run(params: dict, data: Path, only_missing: bool = False, fail: bool = False) -> MlflowFoldRunsHook:
+def _run(params: dict, data: Path, only_missing: bool = False, fail: bool = False) -> MlflowRunsHook:
     """One `kedro run --pipeline folds` as the session drives it: the hook around a real runner."""
-    hook = MlflowFoldRunsHook()
+    hook = MlflowRunsHook()
     hook.after_context_created(SimpleNamespace(params=params))
     folds = _fold_pipeline("cola") + _fold_pipeline("sst2")
     catalog = _catalog(data)
@@ -151,7 +130,7 @@ def test_a_resumed_fold_continues_the_killed_run_that_holds_its_earlier_metrics(
     _kill(params, data, at="heldout_sst2.budget")
     [killed] = _runs(client, "resume-after-kill", "heldout_sst2")
     before = client.get_run(killed.info.run_id)
-    assert before.data.metrics and before.data.tags["expnet_plus_variant"] == "attention_plus_grad"
+    assert before.data.metrics["expnet_training/train_loss"] == 0.4  # the last epoch's, logged before the kill
     assert "budget/seconds" not in before.data.metrics
 
     _run(params, data, only_missing=True)
@@ -159,10 +138,9 @@ def test_a_resumed_fold_continues_the_killed_run_that_holds_its_earlier_metrics(
     assert resumed.info.run_id == killed.info.run_id and resumed.info.status == "FINISHED"
     assert before.data.metrics.items() <= resumed.data.metrics.items()  # everything logged before the kill
     assert resumed.data.metrics["budget/seconds"] == 12.5  # and what the resume computed
-    assert resumed.data.tags["expnet_plus_variant"] == "attention_plus_grad"
     assert resumed.data.tags["learned_attribution.resumed_count"] == "1"
     artifacts = {a.path for a in client.list_artifacts(resumed.info.run_id)}
-    assert {"fold_metrics.csv", "expnet_plus"} <= artifacts
+    assert {"fold_metrics.csv", "expnet_history.csv"} <= artifacts
     [parent] = _runs(client, "resume-after-kill", "parent")  # the parent was continued too
     assert parent.info.status == "FINISHED" and resumed.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert len(_runs(client, "resume-after-kill")) == 3  # parent + two folds, nothing added by the resume
@@ -217,37 +195,6 @@ def test_a_fold_continued_under_a_new_parent_is_re_pointed_at_it(store, tmp_path
     assert fold.data.tags["learned_attribution.resumed_count"] == "1"
 
 
-def _afn_pipeline():
-    def slow_work():
-        raise AssertionError("the store check must stop the run before any node")
-
-    return pipeline([node(slow_work, None, "afn_headline", name="afn_summarize"),
-                     node(lambda head, mlflow: {}, ["afn_headline", "params:mlflow"], "afn_mlflow_run",
-                          name="afn_log_to_mlflow")])
-
-
-def test_the_afn_pipeline_checks_the_one_tracking_uri_at_its_start(tmp_path, monkeypatch):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    uri = f"sqlite:///{tmp_path}/no/such/dir/mlflow.db"
-    hook = MlflowFoldRunsHook()
-    hook.after_context_created(SimpleNamespace(params={"mlflow": {"tracking_uri": uri}, "afn": {"mlflow": {
-        "experiment": "afn"}}}))
-    with pytest.raises(tracking.TrackingStoreError) as error:
-        hook.before_pipeline_run(run_params={"env": "local", "pipeline_names": ["afn"]}, pipeline=_afn_pipeline(),
-                                 catalog=DataCatalog())
-    assert str(error.value).startswith(f"mlflow.tracking_uri={uri}:") and "\n" not in str(error.value)
-
-
-def test_a_leftover_afn_tracking_uri_stops_the_afn_pipeline_in_one_line(tmp_path):
-    hook = MlflowFoldRunsHook()
-    hook.after_context_created(SimpleNamespace(params={"mlflow": {"tracking_uri": f"sqlite:///{tmp_path}/m.db"},
-                                                       "afn": {"mlflow": {"tracking_uri": "sqlite:///other.db"}}}))
-    with pytest.raises(ValueError, match=r"^parameter afn.mlflow.tracking_uri=sqlite:///other.db is not read") as error:
-        hook.before_pipeline_run(run_params={"env": "local", "pipeline_names": ["afn"]}, pipeline=_afn_pipeline(),
-                                 catalog=DataCatalog())
-    assert "\n" not in str(error.value)
-
-
 def test_a_copied_project_warns_that_its_experiment_writes_artifacts_into_the_original(tmp_path, monkeypatch, caplog):
     """MLflow stores an experiment's artifact root as an absolute path when it creates the experiment, so a
     copy (`cp -a`) of a project with a SQLite store keeps writing into the original's mlruns/: one warning line
@@ -255,10 +202,10 @@ def test_a_copied_project_warns_that_its_experiment_writes_artifacts_into_the_or
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     original, copy = tmp_path / "original", tmp_path / "copy"
     original.mkdir()
-    monkeypatch.chdir(original)  # a `kedro run` in the project: MLflow's default artifact root is ./mlruns
+    monkeypatch.chdir(original)  # a `kedro run` in the project: the artifacts go beside the store, mlartifacts/
     # Absolute store paths: MLflow caches a store per URI within a process, the copy runs in a fresh one.
     _run(_params(f"sqlite:///{original}/mlflow.db", "crosstask"), original / "data")
-    assert (original / "mlruns").is_dir()
+    assert (original / "mlartifacts" / "crosstask").is_dir()
     shutil.copytree(original, copy)
     monkeypatch.chdir(copy)
     uri = f"sqlite:///{copy}/mlflow.db"

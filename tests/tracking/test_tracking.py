@@ -1,4 +1,4 @@
-"""tracking.py on real SQLite MLflow stores: the start-up check, the environment's URI, model-training
+"""The tracking package (services/tracking) on real SQLite MLflow stores: the start-up check, the environment's URI, model-training
 experiments, runs of dead processes, and logging failures that warn instead of stopping."""
 import logging
 import socket
@@ -8,7 +8,8 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from learned_attribution.services import tracking
+from learned_attribution.services.tracking import store as tracking
+from learned_attribution.services.tracking.run import step_metrics
 
 
 def test_a_sqlite_store_in_a_missing_folder_is_refused_in_one_line(tmp_path):
@@ -90,7 +91,7 @@ def test_training_histories_become_step_metrics_and_raw_files_inputs_with_their_
 
     history = [{"epoch": 1, "train_loss": 0.7, "val_auroc": 0.6, "note": "x"},
                {"epoch": 2, "train_loss": 0.5, "val_auroc": float("nan")}]
-    metrics = tracking.step_metrics("expnet_training", history)
+    metrics = step_metrics("expnet_training", history)
     assert sorted((m.key, m.step, m.value) for m in metrics) == [
         ("expnet_training/train_loss", 1, 0.7), ("expnet_training/train_loss", 2, 0.5),
         ("expnet_training/val_auroc", 1, 0.6)]

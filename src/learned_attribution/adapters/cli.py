@@ -17,11 +17,14 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
-from learned_attribution.services.amortize import TEACHER_BUDGETS
 from learned_attribution.core.atomic import probe_writable, write_text_atomically
-from learned_attribution.services.explain import DEFAULT_MODELS_DIR, WORD_SPLITS, ExplainInputError, FoldExplainer
 from learned_attribution.core.data.texts import read_inputs, require_text
+from learned_attribution.core.errors import InputError
 from learned_attribution.core.tasks import FOLDS
+from learned_attribution.services.amortize.teacher import TEACHER_BUDGETS
+from learned_attribution.services.bundle import CARD, DEFAULT_MODELS_DIR
+from learned_attribution.services.explain import FoldExplainer, StudentExplainer
+from learned_attribution.services.explanation import WORD_SPLITS
 
 
 def check_output(option: str, value: str | None) -> None:
@@ -31,40 +34,40 @@ def check_output(option: str, value: str | None) -> None:
         return
     path = Path(value)
     if path.is_dir():
-        raise ExplainInputError(f"{option} {path}: is a folder, not a file")
+        raise InputError(f"{option} {path}: is a folder, not a file")
     folder = path.parent
     if not folder.is_dir():
-        raise ExplainInputError(f"{option} {path}: the folder {folder} does not exist")
+        raise InputError(f"{option} {path}: the folder {folder} does not exist")
     try:
         probe_writable(folder)
     except OSError as error:
-        raise ExplainInputError(f"{option} {path}: cannot write in {folder} ({error.strerror or error})") from error
+        raise InputError(f"{option} {path}: cannot write in {folder} ({error.strerror or error})") from error
 
 
 def _write(option: str, value: str, text: str) -> None:
     try:
         write_text_atomically(Path(value), text)
     except OSError as error:  # e.g. the disk filled up while explaining: one line, no half-written file left
-        raise ExplainInputError(f"{option} {value}: cannot write ({error.strerror or error})") from error
+        raise InputError(f"{option} {value}: cannot write ({error.strerror or error})") from error
 
 
 def explain_command(args: argparse.Namespace) -> int:
     if bool(args.fold) == bool(args.explainer):
-        raise ExplainInputError("give one of --fold (a trained fold) and --explainer (a student folder)")
+        raise InputError("give one of --fold (a trained fold) and --explainer (a student folder)")
     if bool(args.texts) == bool(args.input):
-        raise ExplainInputError("give either TEXT arguments or --input FILE (not both, not neither)")
+        raise InputError("give either TEXT arguments or --input FILE (not both, not neither)")
     check_output("--output", args.output)
     check_output("--html", args.html)
     if args.output and args.html and Path(args.output).resolve() == Path(args.html).resolve():
-        raise ExplainInputError(f"--output and --html name the same file {args.output}")
+        raise InputError(f"--output and --html name the same file {args.output}")
     if args.input:
         texts, ids = read_inputs(args.input, args.text_column)
     else:
         texts = [require_text(text, f"TEXT argument {index + 1}") for index, text in enumerate(args.texts)]
         ids = [str(index + 1) for index in range(len(texts))]
     if args.explainer:
-        explainer = FoldExplainer.from_student(args.explainer, classifier=args.classifier, device=args.device,
-                                               max_length=args.max_length)
+        explainer = StudentExplainer.from_folder(args.explainer, classifier=args.classifier, device=args.device,
+                                                 max_length=args.max_length)
     else:
         explainer = FoldExplainer.from_fold(args.fold, classifier=args.classifier, models_dir=args.models_dir,
                                             device=args.device, max_length=args.max_length)
@@ -79,7 +82,7 @@ def explain_command(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(lines)
     if args.html:
-        from learned_attribution.services.reporting import explanation_page
+        from learned_attribution.services.reporting.pages import explanation_page  # matplotlib: only for --html
 
         explained = args.classifier or explainer.card.get("held_out_task") or explainer.card.get("classifier")
         title = f"{explainer.folder.name}: explanations of the {explained} classifier"
@@ -160,24 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def fit_command(args: argparse.Namespace) -> int:
-    from learned_attribution.services.amortize import AmortizeSettings, Teacher, amortize, save_amortized
-    from learned_attribution.services.distributed import DaskSettings
-    from learned_attribution.services.explain import load_classifier
+    # Imported here: the explain command, the common one, starts without the training and MLflow stack.
     from learned_attribution.core.models.architectures import architecture
     from learned_attribution.core.models.runner import resolve_device
+    from learned_attribution.services import bundle as bundles
+    from learned_attribution.services.amortize import amortize, student_bundle
+    from learned_attribution.services.amortize.settings import AmortizeSettings
+    from learned_attribution.services.amortize.teacher import Teacher
+    from learned_attribution.services.config import dask_settings
 
     output = Path(args.output)
-    if output.exists() and not (output / "fold.json").is_file():
-        raise ExplainInputError(f"--output {output}: exists and is not a student folder; choose a new folder")
-    check_output("--output", str(output / "fold.json") if output.is_dir() else str(output))
+    if output.exists() and not (output / CARD).is_file():
+        raise InputError(f"--output {output}: exists and is not a student folder; choose a new folder")
+    check_output("--output", str(output / CARD) if output.is_dir() else str(output))
     texts, ids = read_inputs(args.input, args.text_column)
-    classifier = load_classifier(args.classifier)
+    classifier = bundles.task_classifier(args.classifier)
     architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
     settings_of_teacher = {}
     budget = TEACHER_BUDGETS[args.teacher]
     if args.n_samples is not None:
         if budget is None:
-            raise ExplainInputError(f"--n-samples: the {args.teacher} teacher has no budget (one pass per token)")
+            raise InputError(f"--n-samples: the {args.teacher} teacher has no budget (one pass per token)")
         settings_of_teacher[budget] = args.n_samples
     elif budget == "n_samples":
         settings_of_teacher[budget] = 200
@@ -185,39 +191,57 @@ def fit_command(args: argparse.Namespace) -> int:
         settings_of_teacher["seed"] = args.seed
     settings = AmortizeSettings(teacher=Teacher(args.teacher, settings_of_teacher), max_texts=args.max_texts,
                                 held_out_texts=args.held_out, reference_factor=args.reference_factor, seed=args.seed)
-    settings.check()
     dask = None
     if args.dask:
-        dask = DaskSettings.from_params({"device": args.device, "dask": {
-            "address": args.dask, "n_workers": args.dask_workers, "threads_per_worker": 1}})
+        dask = dask_settings({"address": args.dask, "n_workers": args.dask_workers, "threads_per_worker": 1,
+                              "methods": None, "batches_per_task": 1, "retries": 1}, args.device)
     device = resolve_device(args.device)
     classifier.model.to(device)
     cache = Path(args.cache) if args.cache else output.with_name(output.name + ".teacher")
     result = amortize(classifier, texts, ids, settings, cache, dask=dask, device=device,
                       context={"classifier_spec": str(args.classifier)})
-    title = f"Student of {args.teacher} for {args.classifier}"
-    save_amortized(output, result, settings, classifier, title=title)
+    bundle = student_bundle(result, settings, classifier, f"Student of {args.teacher} for {args.classifier}")
+    bundles.write_bundle(bundle, output)
     print(f"wrote {output} (student, report.md); explain with: learned-attribution explain --explainer {output} "
           "TEXT", file=sys.stderr)
     if args.tracking_uri:
-        from learned_attribution.services.amortize import log_student_run, report_markdown, student_card
-        from learned_attribution.services.tracking import check_store, resolve_tracking_uri
-
-        uri = resolve_tracking_uri(args.tracking_uri)
-        check_store(uri)
-        tables = {name: getattr(result, name) for name in ("variants", "fidelity", "faithfulness", "cost")}
-        logged = log_student_run(uri, args.experiment, output.name, report_markdown(result, settings, title), tables,
-                                 result.student, student_card(settings, classifier), classifier.path,
-                                 {"classifier": str(args.classifier), "input": str(args.input),
-                                  "teacher": settings.teacher.identity()})
-        print(f"logged MLflow run {logged['run_id']} ({uri}, experiment {args.experiment}); registered "
-              f"{logged['registered_model']}", file=sys.stderr)
+        logged = log_student(args, output, bundle, settings)
+        print(f"logged MLflow run {logged} ({args.tracking_uri}, experiment {args.experiment})", file=sys.stderr)
     return 0
 
 
+def log_student(args: argparse.Namespace, output: Path, bundle, settings) -> str:
+    """The student's MLflow run, as the amortize pipeline logs one (`adapters/hooks/runs.STUDENT`), its bundle
+    registered as `<experiment>-<folder name>`; returns the run's registered model."""
+    from learned_attribution.adapters.hooks.runs import STUDENT, Logged  # MLflow: only with --tracking-uri
+    from learned_attribution.adapters.serving import register_bundle
+    from learned_attribution.services.tracking import store
+    from learned_attribution.services.tracking.run import TrackedRun, experiment, tracking_client
+
+    client, uri = tracking_client(args.tracking_uri)
+    guard = store.GuardedLogging(strict=True)
+    params = {"classifier": str(args.classifier), "input": str(args.input), "teacher": settings.teacher.identity()}
+    key = store.resume_key(f"fit:{output.resolve()}", "cli", store.git_commit(Path.cwd()), {}, {})
+    run = TrackedRun.open(client, experiment(client, args.experiment), name=output.name, key=key, resume=False,
+                          tags={}, params=params, raw_inputs=store.raw_file_inputs({"input": args.input}),
+                          commit=store.git_commit(Path.cwd()), guard=guard)
+    logged = Logged(output.name, {}, None, args.experiment)
+    try:
+        for name, table in (("student_variants", bundle.tables["variants"]), *((key, bundle.tables[key]) for key in
+                                                                                 ("fidelity", "faithfulness", "cost"))):
+            STUDENT.outputs[name](run, table, logged)
+        STUDENT.outputs["report"](run, bundle.report, logged)
+        version = register_bundle(run, output, bundle.card["classifier"], f"{args.experiment}-{output.name}")
+    except Exception:
+        run.close("FAILED")
+        raise
+    run.close("FINISHED")
+    return f"models:/{args.experiment}-{output.name}/{version} (run {run.run_id}, {uri})"
+
+
 def results_command(args: argparse.Namespace) -> int:
-    from learned_attribution.services.results import write_results
-    from learned_attribution.services.tracking import git_commit
+    from learned_attribution.services.reporting.results import write_results  # matplotlib and the reports stack
+    from learned_attribution.services.tracking.store import git_commit
 
     readmes = args.readme or ["README.md", "benchmarks/README.md"]
     readmes = [] if readmes == ["none"] else [r for r in readmes if r != "none"]
@@ -232,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ExplainInputError, ValueError) as error:
+    except (InputError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

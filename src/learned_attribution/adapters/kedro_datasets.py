@@ -1,4 +1,7 @@
-"""Small custom Kedro datasets: read-only raw text, and saved Hugging Face models."""
+"""The project's Kedro datasets: read-only raw and user files (each names the file and line at fault), saved
+classifiers, learned explainers and bundles, a parts cache, and the kedro-datasets types written atomically (complete
+or absent, so `--only-missing-outputs` can trust what it finds). Every format is read and written by the library
+(`core`, `services`); these classes only connect it to the catalog."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +16,12 @@ from kedro_datasets.partitions import PartitionedDataset
 from kedro_datasets.text import TextDataset
 
 from learned_attribution.core.atomic import atomic_file, atomic_folder
+from learned_attribution.core.data.rationales import RationaleFileError, read_rationale_file
 from learned_attribution.core.data.schema import RawText
+from learned_attribution.core.data.texts import read_inputs
+from learned_attribution.core.models import artifacts
+from learned_attribution.core.models.loading import TrainedClassifier, load_classifier
+from learned_attribution.services import bundle as bundles
 
 
 class RawTextDataset(AbstractDataset[None, RawText]):
@@ -21,6 +29,8 @@ class RawTextDataset(AbstractDataset[None, RawText]):
 
     Raw data is never written: saving raises.
     """
+
+    is_raw_input = True  # hashed into the MLflow runs that read it (adapters/hooks)
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None):
         self._filepath = Path(filepath)
@@ -45,9 +55,50 @@ class RawTextDataset(AbstractDataset[None, RawText]):
         return {"filepath": str(self._filepath)}
 
 
+class OptionalRawTextDataset(AbstractDataset[None, RawText | None]):
+    """A user's optional raw file (the AFN sentences and pairs): loaded with its path as `RawText`, so the parser
+    names the file and line at fault, or None when no file is configured (`filepath: null`). A configured file that
+    does not exist stops the run naming `parameter`, the run-time parameter that sets it. Input only: saving
+    raises."""
+
+    def __init__(self, filepath: str | None = None, parameter: str | None = None,
+                 metadata: dict[str, Any] | None = None):
+        self._filepath = Path(filepath) if filepath else None
+        self._parameter = parameter
+        self.metadata = metadata
+
+    @property
+    def is_raw_input(self) -> bool:
+        """Hashed into the MLflow run that reads it (adapters/hooks) when a file is configured."""
+        return self._filepath is not None
+
+    def load(self) -> RawText | None:
+        if self._filepath is None:
+            return None
+        if not self._filepath.is_file():
+            where = f"parameter {self._parameter}" if self._parameter else "file"
+            raise DatasetError(f"{where}={str(self._filepath)!r}: no such file")
+        return RawText(path=str(self._filepath), text=self._filepath.read_text(encoding="utf-8"))
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self._filepath} is an input file and read-only")
+
+    @property
+    def path(self) -> Path | None:
+        return self._filepath
+
+    def _exists(self) -> bool:
+        return self._filepath is None or self._filepath.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": None if self._filepath is None else str(self._filepath), "parameter": self._parameter}
+
+
 class UnlabeledTextsDataset(AbstractDataset[None, pd.DataFrame]):
     """A user's unlabeled texts (`inputs.read_inputs`: .txt, .jsonl or .csv) as a frame of `example_id` and `text`
     (a string, or a list of words for a .jsonl `words` record). Input only: saving raises."""
+
+    is_raw_input = True
 
     def __init__(self, filepath: str, text_column: str = "text", metadata: dict[str, Any] | None = None):
         self._filepath = Path(filepath)
@@ -55,13 +106,15 @@ class UnlabeledTextsDataset(AbstractDataset[None, pd.DataFrame]):
         self.metadata = metadata
 
     def load(self) -> pd.DataFrame:
-        from learned_attribution.core.data.texts import read_inputs
-
         texts, ids = read_inputs(self._filepath, self._text_column)
         return pd.DataFrame({"example_id": ids, "text": pd.Series(texts, dtype=object)})
 
     def save(self, data: None) -> None:
         raise DatasetError(f"{self._filepath} is an input file and read-only")
+
+    @property
+    def path(self) -> Path:
+        return self._filepath
 
     def _exists(self) -> bool:
         return self._filepath.is_file()
@@ -70,22 +123,39 @@ class UnlabeledTextsDataset(AbstractDataset[None, pd.DataFrame]):
         return {"filepath": str(self._filepath), "text_column": self._text_column}
 
 
-class TrainedClassifier:
-    """A fine-tuned sequence classifier and its tokenizer, saved together as a Hugging Face folder; `path` is
-    that folder when it was loaded from one (Dask workers load it from there, `distributed.py`)."""
+class RationaleFileDataset(AbstractDataset[None, pd.DataFrame]):
+    """A user's rationale file (`core.data.rationales.read_rationale_file`: .jsonl, or a datasets folder or .csv /
+    .parquet / .json file) as examples of the project's schema, each fault naming the file and line or row. A file
+    that does not exist stops the run naming `parameter`, the run-time parameter that sets it. Input only: saving
+    raises."""
 
-    def __init__(self, model, tokenizer, path: str | Path | None = None):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.path = None if path is None else Path(path)
+    is_raw_input = True  # hashed into the MLflow run that reads it (adapters/hooks); a folder is not hashed
 
-    @classmethod
-    def from_folder(cls, path: str | Path) -> "TrainedClassifier":
-        """Load a folder written by `save_pretrained` (eager attention, eval mode, on the CPU)."""
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    def __init__(self, filepath: str, parameter: str | None = None, n_classes: int = 2,
+                 metadata: dict[str, Any] | None = None):
+        self._filepath = Path(filepath)
+        self._parameter = parameter
+        self._n_classes = n_classes
+        self.metadata = metadata
 
-        model = AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager")
-        return cls(model.eval(), AutoTokenizer.from_pretrained(path), path)
+    def load(self) -> pd.DataFrame:
+        if not self._filepath.exists():
+            where = f"parameter {self._parameter}: " if self._parameter else ""
+            raise RationaleFileError(f"{where}no such file {self._filepath} (working directory {Path.cwd()})")
+        return read_rationale_file(self._filepath, self._n_classes)
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self._filepath} is an input file and read-only")
+
+    @property
+    def path(self) -> Path:
+        return self._filepath
+
+    def _exists(self) -> bool:
+        return self._filepath.exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "parameter": self._parameter, "n_classes": self._n_classes}
 
 
 class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier]):
@@ -101,7 +171,7 @@ class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier])
     def load(self) -> TrainedClassifier:
         if not self._exists():
             raise DatasetError(f"No trained classifier at {self._filepath}; run the classifier pipeline first")
-        return TrainedClassifier.from_folder(self._filepath)
+        return load_classifier(self._filepath)
 
     def save(self, data: TrainedClassifier) -> None:
         # Written to a sibling folder, then swapped in: a crash never leaves a half-written model behind.
@@ -120,10 +190,10 @@ class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier])
         return {"filepath": str(self._filepath)}
 
 
-class LearnedExplainerDataset(AbstractDataset):
-    """A trained ExpNet / ExpNet+ as a folder of safetensors weights and a JSON config (`models/artifacts.py`),
-    or with `collection: true` a dict of them as subfolders. Written atomically, so a folder that exists is
-    complete and `--only-missing-outputs` can trust it."""
+class LearnedModelDataset(AbstractDataset):
+    """A trained learned explainer (the paper's ExpNet, an ExpNet+ variant, a student) as a folder of safetensors
+    weights and a JSON config (`models/artifacts.py`), or with `collection: true` a dict of them as subfolders.
+    Written atomically, so a folder that exists is complete and `--only-missing-outputs` can trust it."""
 
     def __init__(self, path: str, collection: bool = False, metadata: dict[str, Any] | None = None):
         self._path = Path(path)
@@ -131,33 +201,52 @@ class LearnedExplainerDataset(AbstractDataset):
         self.metadata = metadata
 
     def load(self):
-        from learned_attribution.core.models import artifacts
-
         if not self._exists():
             raise DatasetError(f"No trained explainer at {self._path}; run `kedro run --pipeline folds`")
-        return artifacts.load_explainers(self._path) if self._collection else artifacts.load_explainer(self._path)
+        return artifacts.load_learned_collection(self._path) if self._collection else artifacts.load_learned(self._path)
 
     def save(self, data) -> None:
-        from learned_attribution.core.models import artifacts
-
         if self._collection:
-            artifacts.save_explainers(data, self._path)
+            artifacts.save_learned_collection(data, self._path)
         else:
-            artifacts.save_explainer(data, self._path)
+            artifacts.save_learned(data, self._path)
 
     @property
     def path(self) -> Path:
         return self._path
 
     def _exists(self) -> bool:
-        from learned_attribution.core.models.artifacts import is_complete
-
         if self._collection:
-            return self._path.is_dir() and any(is_complete(p) for p in self._path.iterdir())
-        return is_complete(self._path)
+            return self._path.is_dir() and any(artifacts.is_complete(p) for p in self._path.iterdir())
+        return artifacts.is_complete(self._path)
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "collection": self._collection}
+
+
+class BundleDataset(AbstractDataset[bundles.Bundle, bundles.Bundle]):
+    """A trained fold's or student's folder (`services/bundle.py`: its card and learned explainers), written whole
+    and atomically; loading validates it and names what an incomplete folder lacks."""
+
+    def __init__(self, path: str, metadata: dict[str, Any] | None = None):
+        self._path = Path(path)
+        self.metadata = metadata
+
+    def load(self) -> bundles.Bundle:
+        return bundles.read_bundle(self._path)
+
+    def save(self, data: bundles.Bundle) -> None:
+        bundles.write_bundle(data, self._path)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _exists(self) -> bool:
+        return bundles.is_complete(self._path)
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""A trained fold as an MLflow pyfunc model: load it with `mlflow.pyfunc.load_model`, serve it with
+"""A trained fold or student as an MLflow pyfunc model: load it with `mlflow.pyfunc.load_model`, serve it with
 `mlflow models serve -m models:/<experiment>-<fold>/<version> --env-manager local`.
 
 The model is saved from code (`serving_model.py`, MLflow's models-from-code: no `python_model.pkl`, so loading a
 model from a shared artifact store runs only this package's reviewed source). Its one artifact, `fold`, is a
 self-contained fold folder: `fold.json`, `expnet_paper/`, `expnet_plus/` (safetensors + JSON, see
 models/artifacts.py) and `classifier/` (the held-out task's classifier, saved with `save_pretrained`), read by
-`learned_attribution.services.explain.FoldExplainer`. Its requirements pin the versions installed when it was saved
+`learned_attribution.services.explain.open_explainer`. Its requirements pin the versions installed when it was saved
 (this package included: serve it with `--env-manager local` from an environment where the project is installed,
 since the package is not on a public index).
 
@@ -19,10 +19,8 @@ log). Requests are answered on parallel threads; `FoldExplainer` makes them take
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
-import shutil
 import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -31,9 +29,12 @@ from typing import Any
 import mlflow.pyfunc
 import pandas as pd
 from mlflow.exceptions import MlflowException
+from mlflow.models import infer_signature
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 
-from learned_attribution.services.explain import BUNDLED_CLASSIFIER, FOLD_CARD, LEARNED, SHAPE_FREE_FOLDER
+from learned_attribution.services import bundle as bundles
+from learned_attribution.services.explain import open_explainer
+from learned_attribution.services.tracking.run import TrackedRun
 
 logger = logging.getLogger(__name__)
 
@@ -61,19 +62,18 @@ class ServedError(MlflowException):
             self._message = value
 
 
-class FoldExplainerModel(mlflow.pyfunc.PythonModel):
-    """pyfunc wrapper of `FoldExplainer` (see the module docstring for input, output and errors)."""
+class BundleExplainerModel(mlflow.pyfunc.PythonModel):
+    """pyfunc wrapper of a bundle's explainer (`FoldExplainer` or `StudentExplainer`; see the module docstring for
+    input, output and errors)."""
 
     def load_context(self, context) -> None:
-        from learned_attribution.services.explain import FoldExplainer
-
-        self.explainer = FoldExplainer.from_fold(context.artifacts["fold"],
-                                                 device=os.environ.get("LEARNED_ATTRIBUTION_DEVICE", "auto"))
+        self.explainer = open_explainer(context.artifacts["fold"],
+                                        device=os.environ.get("LEARNED_ATTRIBUTION_DEVICE", "auto"))
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> list[dict]:
         try:
             return self._predict(model_input, params)
-        except ValueError as error:  # ExplainInputError included: the caller's input is at fault
+        except ValueError as error:  # InputError included: the caller's input is at fault
             raise ServedError(str(error), INVALID_PARAMETER_VALUE) from None
         except Exception as error:
             logger.exception("explaining a request failed")
@@ -103,31 +103,13 @@ def pinned_requirements() -> list[str]:
     return pins
 
 
-def bundle_fold(fold_folder: str | Path, classifier_folder: str | Path, destination: str | Path) -> Path:
-    """A self-contained copy of a fold folder (without the ablation's variants), or of a student's folder, with its
-    classifier."""
-    fold_folder, destination = Path(fold_folder), Path(destination)
-    destination.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(fold_folder / FOLD_CARD, destination / FOLD_CARD)
-    learned = json.loads((fold_folder / FOLD_CARD).read_text()).get("learned", LEARNED)
-    for name in (*learned, SHAPE_FREE_FOLDER):
-        if (fold_folder / name).is_dir():  # a fold saved before issue 12 has no shape-free variant
-            shutil.copytree(fold_folder / name, destination / name)
-    shutil.copytree(classifier_folder, destination / BUNDLED_CLASSIFIER,
-                    ignore=shutil.ignore_patterns("*.partial"))
-    return destination
-
-
-def save_fold_model(fold_folder: str | Path, classifier_folder: str | Path, path: str | Path) -> Path:
-    """Write the pyfunc model folder (MLmodel, signature and input example inferred from a real prediction)."""
-    from mlflow.models import infer_signature
-
-    from learned_attribution.services.explain import FoldExplainer
-
+def save_model(bundle_folder: str | Path, classifier_folder: str | Path, path: str | Path) -> Path:
+    """Write the pyfunc model folder of a fold's or student's bundle with its classifier (MLmodel, signature and
+    input example inferred from a real prediction)."""
     path = Path(path)
     with tempfile.TemporaryDirectory() as scratch:
-        bundle = bundle_fold(fold_folder, classifier_folder, Path(scratch) / "fold")
-        explainer = FoldExplainer.from_fold(bundle, device="cpu")
+        bundle = bundles.copy_for_serving(bundle_folder, classifier_folder, Path(scratch) / "fold")
+        explainer = open_explainer(bundle, device="cpu")
         texts = INPUT_EXAMPLE["text"].tolist()
         output = [e.record() for e in explainer.explain(texts, ids=[str(i) for i in range(len(texts))])]
         signature = infer_signature(INPUT_EXAMPLE, output, params={"methods": ""})
@@ -137,23 +119,12 @@ def save_fold_model(fold_folder: str | Path, classifier_folder: str | Path, path
     return path
 
 
-def log_and_register(client, run_id: str, fold_folder: str | Path, classifier_folder: str | Path,
-                     registered_name: str) -> str:
-    """Log the fold's (or a student's) pyfunc model under the run's artifact path `explainer` and register it as a
-    new version of `registered_name`; returns the version."""
-    from mlflow.exceptions import MlflowException
-
+def register_bundle(run: TrackedRun, bundle_folder: str | Path, classifier_folder: str | Path, name: str) -> str:
+    """Log the bundle's pyfunc model under the run's artifact path `explainer` and register it as a new version of
+    `name`; returns the version."""
+    student = bundles.read_card(bundle_folder).get("kind") == "student"
+    described = ("an amortized student of an expensive method, beside the baselines" if student else
+                 "ExpNet+, the paper's ExpNet and baselines")
     with tempfile.TemporaryDirectory() as scratch:
-        model = save_fold_model(fold_folder, classifier_folder, Path(scratch) / MODEL_ARTIFACT_PATH)
-        client.log_artifacts(run_id, str(model), MODEL_ARTIFACT_PATH)
-    try:
-        kind = json.loads((Path(fold_folder) / FOLD_CARD).read_text()).get("kind")
-        described = ("an amortized student of an expensive method, beside the baselines" if kind == "student" else
-                     "ExpNet+, the paper's ExpNet and baselines")
-        client.create_registered_model(registered_name, description=f"learned-attribution explainer ({described})")
-    except MlflowException as error:
-        if "RESOURCE_ALREADY_EXISTS" not in str(error.error_code):
-            raise
-    source = f"{client.get_run(run_id).info.artifact_uri}/{MODEL_ARTIFACT_PATH}"
-    version = client.create_model_version(registered_name, source=source, run_id=run_id)
-    return version.version
+        model = save_model(bundle_folder, classifier_folder, Path(scratch) / MODEL_ARTIFACT_PATH)
+        return run.register(model, MODEL_ARTIFACT_PATH, name, f"learned-attribution explainer ({described})")

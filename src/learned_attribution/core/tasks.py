@@ -1,48 +1,41 @@
 """The tasks of the cross-task protocol (SPEC §1): every pipeline, the folds and the API read this registry.
 
-A task is its loader and its configuration (docs/extending.md): one `Task` entry below naming the reader node
-function and the raw catalog entries it reads, plus its catalog and parameters entries. Every per-task dataset
-beyond the raw files (`examples_<task>`, `<task>.classifier`, `heldout_<task>.*`, ...) is a catalog pattern.
+A task is its loader and its configuration (docs/extending.md): one `Task` entry below naming its loader (a function
+of `core.data`: the raw files in the order of `raw_inputs`, its options by keyword, `strict`), plus its catalog and
+parameters entries (`data_processing.<name>`: the loader's options). Every per-task dataset beyond the raw files
+(`examples_<task>`, `<task>.classifier`, `heldout_<task>.*`, ...) is a catalog pattern.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Callable
+
+from learned_attribution.core.data.cola import load_cola
+from learned_attribution.core.data.hatexplain import load_hatexplain
+from learned_attribution.core.data.sst import load_sst2
 
 
 @dataclass(frozen=True)
 class Task:
-    """One task. `reader`, the data_processing node function `read_<name>` (a "module:function" path, imported
-    only when that pipeline is built so that the API and the CLI do not import every loader, or the function), is
-    called as `reader(*raw_inputs, params, strict)`: the raw catalog entries `raw_inputs` in that order, then
-    `params:data_processing.<name>` and `params:data_processing.strict`; it returns (examples, skipped), in
-    `data.schema`'s EXAMPLE_COLUMNS (`task` = `name`) and SKIP_COLUMNS. `class_names`: class names in label-id
-    order, by number of classes, written into the fine-tuned classifier's config (`id2label`) so that
-    explanations, reports and served answers name the class instead of LABEL_<n>."""
+    """One task. `loader(*raw_files, strict=..., **options)` returns (examples, skipped) in `data.schema`'s
+    EXAMPLE_COLUMNS (`task` = `name`) and SKIP_COLUMNS; `raw_inputs` are its raw catalog entries in the loader's
+    order. `class_names`: class names in label-id order, by number of classes, written into the fine-tuned
+    classifier's config (`id2label`) so that explanations, reports and served answers name the class instead of
+    LABEL_<n>."""
 
     name: str
-    reader: str | Callable
+    loader: Callable
     raw_inputs: tuple[str, ...]
     class_names: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
-    def load_reader(self) -> Callable:
-        if callable(self.reader):
-            return self.reader
-        module, _, function = self.reader.partition(":")
-        return getattr(importlib.import_module(module), function)
-
-
-_READERS = "learned_attribution.pipelines.data_processing.nodes"
 
 TASK_REGISTRY: tuple[Task, ...] = (
-    Task("hatexplain", f"{_READERS}:read_hatexplain", ("raw_hatexplain_dataset", "raw_hatexplain_divisions"),
+    Task("hatexplain", load_hatexplain, ("raw_hatexplain_dataset", "raw_hatexplain_divisions"),
          {2: ("normal", "toxic"), 3: ("normal", "offensive", "hatespeech")}),
-    Task("sst2", f"{_READERS}:read_sst2",
+    Task("sst2", load_sst2,
          tuple(f"raw_sst2_{source}_{split}" for source in ("glue", "trees") for split in ("train", "dev", "test")),
          {2: ("negative", "positive")}),
-    Task("cola", f"{_READERS}:read_cola",
-         ("raw_cola_in_domain_train", "raw_cola_in_domain_dev", "raw_cola_out_of_domain_dev"),
+    Task("cola", load_cola, ("raw_cola_in_domain_train", "raw_cola_in_domain_dev", "raw_cola_out_of_domain_dev"),
          {2: ("unacceptable", "acceptable")}),
 )
 

@@ -1,4 +1,4 @@
-"""Distributed attribution on Dask (issue 09): the per-example work of a fold (the expensive explainers, any
+"""Distributed attribution on Dask: the per-example work of a fold (the expensive explainers, any
 baseline by configuration, and faithfulness) split into example batches and run as `dask.distributed` tasks.
 
 - `compute.dask.address`: null runs everything in process (as before); `local` starts a LocalCluster of
@@ -34,50 +34,28 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 from tqdm.auto import tqdm
+
+from learned_attribution.core.explainers import build_method
+from learned_attribution.core.explainers.apply import ExplainRun, explain_batches, explain_run
+from learned_attribution.core.models.faithfulness import faithfulness
+from learned_attribution.core.models.loading import load_classifier
+from learned_attribution.core.models.runner import iter_batches, resolve_device
 
 logger = logging.getLogger(__name__)
 
-_KEYS = {"address", "n_workers", "threads_per_worker", "methods", "batches_per_task", "retries"}
-
-
 @dataclass(frozen=True)
 class DaskSettings:
-    """`compute.dask` (conf/base/parameters.yml)."""
+    """Where the per-example work runs (`compute.dask`, parsed by `services/config.py`)."""
 
-    address: str
-    n_workers: int = 2
-    threads_per_worker: int = 1
-    methods: tuple[str, ...] | None = None  # None: the crosstask `expensive` methods
-    batches_per_task: int = 1
-    retries: int = 1
+    address: str  # local (a LocalCluster started for the node) or a scheduler address, tcp://host:8786
+    n_workers: int
+    threads_per_worker: int
+    methods: tuple[str, ...] | None  # None: the scoring protocol's `expensive` methods
+    batches_per_task: int
+    retries: int
     device: str = "auto"  # the `compute.device` setting, resolved on each worker (its own GPU under `auto`)
-
-    @classmethod
-    def from_params(cls, compute: Mapping[str, Any] | None) -> "DaskSettings | None":
-        """The settings of `params:compute`, or None when `compute.dask.address` is unset (in process)."""
-        block = dict((compute or {}).get("dask") or {})
-        unknown = set(block) - _KEYS
-        if unknown:
-            raise ValueError(f"unknown parameters compute.dask.{sorted(unknown)}; expected {sorted(_KEYS)}")
-        if not block.get("address"):
-            return None
-        address = str(block["address"])
-        if address != "local" and "://" not in address:
-            raise ValueError(f"parameter compute.dask.address={address!r}: expected local or a scheduler address "
-                             "such as tcp://host:8786")
-        for key in ("n_workers", "threads_per_worker", "batches_per_task"):
-            value = block.get(key, getattr(cls, key))
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"parameter compute.dask.{key}={value!r}: must be a positive integer")
-        retries = block.get("retries", cls.retries)
-        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"parameter compute.dask.retries={retries!r}: must be a non-negative integer")
-        methods = block.get("methods")
-        return cls(address, int(block.get("n_workers", cls.n_workers)),
-                   int(block.get("threads_per_worker", cls.threads_per_worker)),
-                   None if methods is None else tuple(methods), int(block.get("batches_per_task", cls.batches_per_task)),
-                   retries, str((compute or {}).get("device", cls.device)))
 
     def describe(self) -> str:
         if self.address == "local":
@@ -88,7 +66,7 @@ class DaskSettings:
 @contextmanager
 def dask_client(settings: DaskSettings) -> Iterator[Any]:
     """A `distributed.Client`: on a LocalCluster started here (closed after) or on the scheduler at `address`."""
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster  # Dask's scheduler client takes a second to import: with a cluster only
 
     cluster = None
     if settings.address == "local":
@@ -122,12 +100,9 @@ _WORKER_CLASSIFIERS: dict[tuple[str, str], Any] = {}
 def worker_classifier(path: str, device: str):
     """The classifier saved at `path`, loaded once per worker process and placed on `device` (a
     `compute.device` setting, resolved on the worker: `auto` picks the worker's own GPU when it has one)."""
-    from learned_attribution.adapters.kedro_datasets import TrainedClassifier
-    from learned_attribution.core.models.runner import resolve_device
-
     key = (path, device)
     if key not in _WORKER_CLASSIFIERS:
-        classifier = TrainedClassifier.from_folder(path)
+        classifier = load_classifier(path)
         classifier.model.to(resolve_device(device))
         _WORKER_CLASSIFIERS[key] = classifier
     return _WORKER_CLASSIFIERS[key]
@@ -136,10 +111,8 @@ def worker_classifier(path: str, device: str):
 def _limit_threads() -> None:
     """One torch intra-op thread pool per worker thread budget (several workers on one machine must not each
     take every core: contention slows torch by an order of magnitude)."""
-    import torch
-
     try:
-        from distributed import get_worker
+        from distributed import get_worker  # on a worker, where `distributed` is loaded
 
         threads = int(get_worker().state.nthreads)
     except (ImportError, ValueError, AttributeError):
@@ -150,19 +123,14 @@ def _limit_threads() -> None:
 
 def _explain_task(path: str, device: str, name: str, settings: dict, examples: pd.DataFrame,
                   batches: list[list[int]]) -> tuple[list[dict], list[dict]]:
-    from learned_attribution.services.evaluation import explain_batches
-    from learned_attribution.core.explainers import build_explainer
-
     _limit_threads()
     classifier = worker_classifier(path, device)
     return explain_batches(classifier.model, classifier.tokenizer, examples, batches,
-                           build_explainer(name, **settings), name)
+                           build_method(name, **settings), name)
 
 
 def _faithfulness_task(path: str, device: str, input_ids: list[list[int]], scores: list[np.ndarray],
                        target: list[int], fractions: tuple[float, ...], batch_size: int) -> pd.DataFrame:
-    from learned_attribution.core.metrics.faithfulness import faithfulness
-
     _limit_threads()
     classifier = worker_classifier(path, device)
     return faithfulness(classifier.model, input_ids, scores, target, fractions=fractions, batch_size=batch_size,
@@ -190,7 +158,7 @@ def classifier_folder(classifier) -> str:
 
 def _gather(client, futures: list, description: str) -> list:
     """Results in submission order, with a progress bar as tasks finish."""
-    from distributed import as_completed
+    from distributed import as_completed  # with a cluster only (see dask_client)
 
     for _ in tqdm(as_completed(futures), total=len(futures), desc=description, leave=False):
         pass
@@ -198,12 +166,9 @@ def _gather(client, futures: list, description: str) -> list:
 
 
 def explain_on_dask(client, classifier, examples: pd.DataFrame, methods: Mapping[str, dict], batch_size: int,
-                    settings: DaskSettings):
+                    settings: DaskSettings) -> ExplainRun:
     """Each of `methods` (registry name -> settings) on every example of `examples`, as Dask tasks of
-    `settings.batches_per_task` batches (the in-process batches); an `evaluation.ExplainRun`."""
-    from learned_attribution.services.evaluation import explain_run
-    from learned_attribution.core.models.runner import iter_batches
-
+    `settings.batches_per_task` batches (the in-process batches); an `ExplainRun`."""
     path = classifier_folder(classifier)
     batches = list(iter_batches(list(examples["input_ids"]), batch_size))
     groups = [batches[i:i + settings.batches_per_task] for i in range(0, len(batches), settings.batches_per_task)]

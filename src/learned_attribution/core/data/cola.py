@@ -25,7 +25,7 @@ def clean_text(sentence: str) -> str:
     return _CONTROL.sub("", sentence).strip()
 
 
-def split_words(sentence: str) -> list[str]:
+def sentence_words(sentence: str) -> list[str]:
     """Words with punctuation split off (apostrophes and hyphens inside a word stay); control characters dropped."""
     return _WORD.findall(clean_text(sentence))
 
@@ -75,7 +75,7 @@ def read_cola_tsv(tsv: RawText, split: str, bad: BadRecords) -> list[Sentence]:
         if label not in ("0", "1"):
             bad.report(split, tsv.path, where, f"label {label!r} not in {{0, 1}}")
             continue
-        words = split_words(text)
+        words = sentence_words(text)
         if not words:
             bad.report(split, tsv.path, where, "empty text")
             continue

@@ -10,7 +10,7 @@ from typing import Optional
 
 import torch
 
-from .base import Attribution, Batch, Explainer, register
+from .base import Attribution, Batch, AttributionMethod, register
 from learned_attribution.core.models.runner import eval_mode
 
 from .gradient import zero_padding
@@ -37,7 +37,7 @@ def hidden_state_norms(model: torch.nn.Module, input_ids: torch.Tensor, attentio
 
 @register("afn_norm")
 @dataclass
-class AfnNorm(Explainer):
+class AfnNorm(AttributionMethod):
     """AFN strength S_i = ||h_i||_2 at `layer` (None: `default_afn_layer` of the model's depth)."""
 
     family = "activation"

@@ -1,7 +1,7 @@
 """The attention family of baseline explainers (SPEC §8): raw attention, rollout, GAE, AttCAT, attention x gradient.
 
 Each method is a small pure function on attention (and gradient / hidden-state) tensors, testable on
-hand-made matrices, plus a thin `Explainer` class that runs the classifier and calls it.
+hand-made matrices, plus a thin `AttributionMethod` class that runs the classifier and calls it.
 
 Conventions shared by every function here:
 - an attention tensor is `[..., H, T, T]` (heads on axis -3), rows are queries, columns are keys, each
@@ -29,7 +29,7 @@ import torch
 from learned_attribution.core.models.architectures import no_attentions_message
 from learned_attribution.core.models.runner import eval_mode
 
-from .base import Attribution, Batch, Explainer, register
+from .base import Attribution, AttributionMethod, Batch, attention_methods, register
 
 CLS_POSITION = 0
 FAMILY = "attention"
@@ -228,7 +228,7 @@ def run_with_attentions(model: torch.nn.Module, batch: Batch, gradients: bool = 
                 hook.remove()
         attentions = list(output.attentions or ())
         if not attentions or any(a is None for a in attentions):
-            raise ValueError(no_attentions_message(model))
+            raise ValueError(no_attentions_message(model, attention_methods()))
         num_labels = output.logits.shape[-1]
         if ((target < 0) | (target >= num_labels)).any():
             raise ValueError(f"batch.target holds {target.tolist()}, outside 0..{num_labels - 1} "
@@ -262,7 +262,7 @@ def _attribution(scores: torch.Tensor, batch: Batch, model_calls: int) -> Attrib
 # ----------------------------------------------------------------------------------------------------
 
 @register("raw_attention")
-class RawAttention(Explainer):
+class RawAttention(AttributionMethod):
     """Attention from [CLS] to each token in one layer (default last), mean over heads. Forward only."""
 
     family = FAMILY
@@ -278,7 +278,7 @@ class RawAttention(Explainer):
 
 
 @register("attention_rollout")
-class AttentionRollout(Explainer):
+class AttentionRollout(AttributionMethod):
     """[CLS] row of the attention rollout through layers 0..`layer` (default: all layers). Forward only."""
 
     family = FAMILY
@@ -294,7 +294,7 @@ class AttentionRollout(Explainer):
 
 
 @register("gae")
-class GenericAttentionExplainability(Explainer):
+class GenericAttentionExplainability(AttributionMethod):
     """Chefer et al. 2021 relevance over all layers, [CLS] row. One forward and one backward pass."""
 
     family = FAMILY
@@ -312,7 +312,7 @@ class GenericAttentionExplainability(Explainer):
 
 
 @register("attcat")
-class AttCAT(Explainer):
+class AttCAT(AttributionMethod):
     """Qiang et al. 2022 attentive class activation tokens, summed over all layers. Forward + backward."""
 
     family = FAMILY
@@ -329,7 +329,7 @@ class AttCAT(Explainer):
 
 
 @register("attention_x_gradient")
-class AttentionTimesGradient(Explainer):
+class AttentionTimesGradient(AttributionMethod):
     """[CLS] attention times its gradient in one layer (default last), positive part, mean over heads."""
 
     family = FAMILY

@@ -42,7 +42,7 @@ class Attribution:
     logits: torch.Tensor | None = None
 
 
-class Explainer:
+class AttributionMethod:
     """Base class: subclasses set `family` and implement `explain`."""
 
     name: ClassVar[str] = ""
@@ -54,34 +54,45 @@ class Explainer:
     # that pass's logits (`Attribution.logits`), so a caller classifying new text needs no pass of its own.
     classifies: ClassVar[bool] = False
     # `explain` reads attention probabilities (eager attention only): a model that cannot return them is refused
-    # with the list of these methods (`architectures.no_attentions_message`).
+    # with the list of these methods (`attention_methods`).
     needs_attentions: ClassVar[bool] = False
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         raise NotImplementedError
 
 
-EXPLAINERS: dict[str, type[Explainer]] = {}
+METHODS: dict[str, type[AttributionMethod]] = {}
 
 
-def register(name: str) -> Callable[[type[Explainer]], type[Explainer]]:
-    """Class decorator: make an explainer available to `build_explainer(name, ...)`."""
+def register(name: str) -> Callable[[type[AttributionMethod]], type[AttributionMethod]]:
+    """Class decorator: make an explainer available to `build_method(name, ...)`."""
 
-    def add(cls: type[Explainer]) -> type[Explainer]:
-        if name in EXPLAINERS:
+    def add(cls: type[AttributionMethod]) -> type[AttributionMethod]:
+        if name in METHODS:
             raise ValueError(f"explainer {name!r} registered twice")
         cls.name = name
-        EXPLAINERS[name] = cls
+        METHODS[name] = cls
         return cls
 
     return add
 
 
-def build_explainer(name: str, **settings) -> Explainer:
+def attention_methods() -> list[str]:
+    """The registered methods that read attention probabilities (`AttributionMethod.needs_attentions`)."""
+    return sorted(name for name, method in METHODS.items() if method.needs_attentions)
+
+
+def needs_attentions(method: str) -> bool:
+    """Whether the registered method `method` reads attention probabilities (an unknown name: False)."""
+    registered = METHODS.get(method)
+    return bool(registered is not None and registered.needs_attentions)
+
+
+def build_method(name: str, **settings) -> AttributionMethod:
     """The explainer registered as `name`, constructed with its settings from parameters."""
-    if name not in EXPLAINERS:
-        raise KeyError(f"unknown explainer {name!r}; registered: {sorted(EXPLAINERS)}")
-    return EXPLAINERS[name](**settings)
+    if name not in METHODS:
+        raise KeyError(f"unknown explainer {name!r}; registered: {sorted(METHODS)}")
+    return METHODS[name](**settings)
 
 
 def predicted_class_probability(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -91,7 +102,7 @@ def predicted_class_probability(model: torch.nn.Module, input_ids: torch.Tensor,
     return torch.softmax(logits.float(), dim=-1).gather(1, target[:, None]).squeeze(1)
 
 
-def make_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | None, *, pad_token_id: int, mask_token_id: int,
+def padded_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | None, *, pad_token_id: int, mask_token_id: int,
                frame_token_ids: Sequence[int]) -> Batch:
     """Right-pad token id lists into a `Batch`; `frame_token_ids` ([CLS], [SEP], [PAD]) and padding are special."""
     ids, attention_mask = pad_batch(input_ids, pad_token_id)

@@ -12,7 +12,7 @@ captum equivalent (captum's LayerGradCam averages gradients over the hidden dime
 is not Grad-CAM's per-feature weighting), so it is written here too.
 
 With `batch.target = None` every method here explains the class its own forward pass predicts and returns
-that pass's logits (`Explainer.classifies`). Every score at a padding position is set to 0; padding never
+that pass's logits (`AttributionMethod.classifies`). Every score at a padding position is set to 0; padding never
 changes the scores of real tokens because padded keys receive zero attention.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from captum.attr._utils.approximation_methods import approximation_parameters
 
 from learned_attribution.core.models.runner import eval_mode
 
-from .base import Attribution, Batch, Explainer, register
+from .base import Attribution, Batch, AttributionMethod, register
 
 
 def logits_function(model: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -104,7 +104,7 @@ def embedding_gradients(model: torch.nn.Module, batch: Batch,
 
 @register("saliency")
 @dataclass
-class Saliency(Explainer):
+class Saliency(AttributionMethod):
     """L2 norm over the hidden dimension of the target logit's gradient w.r.t. each token's input embedding."""
 
     family = "gradient"
@@ -118,7 +118,7 @@ class Saliency(Explainer):
 
 @register("input_x_gradient")
 @dataclass
-class InputXGradient(Explainer):
+class InputXGradient(AttributionMethod):
     """Dot product of the target logit's gradient and the token's input embedding (sum over hidden)."""
 
     family = "gradient"
@@ -168,7 +168,7 @@ def pack_passes(lengths: Sequence[int], n_steps: int, max_rows: int | None,
 
 @register("integrated_gradients")
 @dataclass
-class IntegratedGradients(Explainer):
+class IntegratedGradients(AttributionMethod):
     """Integrated Gradients on the word embeddings from the [PAD] baseline, summed over hidden; the quantity of
     captum's `LayerIntegratedGradients` on that layer (same quadrature: `method`, `n_steps`).
 
@@ -282,7 +282,7 @@ def last_layer_gradcam(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tens
 
 @register("grad_cam")
 @dataclass
-class GradCam(Explainer):
+class GradCam(AttributionMethod):
     """Grad-CAM applied to tokens at the last encoder layer (see `last_layer_gradcam`)."""
 
     family = "gradient"

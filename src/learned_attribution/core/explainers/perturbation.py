@@ -24,7 +24,7 @@ import torch
 from captum._utils.models.linear_model import SkLearnRidge
 from captum.attr import FeatureAblation, KernelShap, Lime
 
-from .base import Attribution, Batch, Explainer, register
+from .base import Attribution, Batch, AttributionMethod, register
 from learned_attribution.core.models.runner import eval_mode
 
 from .gradient import require_positive_int
@@ -88,7 +88,7 @@ def lime_text_samples(original: torch.Tensor, num_interp_features: int, **_kwarg
         yield sample.to(original.device)
 
 
-class _PerturbationExplainer(Explainer):
+class _PerturbationMethod(AttributionMethod):
     """Shared loop: explain each example on its content tokens and scatter the scores back."""
 
     family = "perturbation"
@@ -117,7 +117,7 @@ class _PerturbationExplainer(Explainer):
 
 @register("occlusion")
 @dataclass
-class Occlusion(_PerturbationExplainer):
+class Occlusion(_PerturbationMethod):
     """Drop in target probability when one token is replaced by the mask token (captum FeatureAblation)."""
 
     batch_size: int = 64
@@ -132,7 +132,7 @@ class Occlusion(_PerturbationExplainer):
 
 
 @dataclass
-class _SampledSurrogate(_PerturbationExplainer):
+class _SampledSurrogate(_PerturbationMethod):
     """Settings shared by LIME and KernelSHAP."""
 
     n_samples: int = 500

@@ -1,8 +1,5 @@
-"""Metrics: plausibility against human rationales (SPEC §9) and ERASER faithfulness to the model.
-
-`plausibility` needs only numpy and scikit-learn and is re-exported here. Faithfulness needs torch:
-import it from its module, `from learned_attribution.core.metrics.faithfulness import faithfulness`
-(not re-exported, because the function shares its name with the submodule).
+"""Metrics of scores against references, numpy only: plausibility against human rationales (SPEC §9) and fidelity
+of one attribution to another. ERASER faithfulness runs the model, so it is in `core/models/faithfulness.py`.
 """
 from .plausibility import (
     MethodScores,

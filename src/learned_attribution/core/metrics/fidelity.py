@@ -1,4 +1,4 @@
-"""Fidelity of one attribution to another (issue 14: a student against its teacher): per-example Spearman
+"""Fidelity of one attribution to another (a student against its teacher): per-example Spearman
 correlation and top-k overlap, on one example's non-special tokens at a time (as `plausibility`)."""
 from __future__ import annotations
 
@@ -39,3 +39,21 @@ def top_k_overlap(scores: np.ndarray, reference: np.ndarray, fraction: float) ->
     k = max(1, int(np.floor(fraction * len(scores) + 0.5)))
     top = set(np.argsort(-scores, kind="mergesort")[:k])
     return len(top & set(np.argsort(-reference, kind="mergesort")[:k])) / k
+
+
+def paired_scores(table: pd.DataFrame, reference: pd.DataFrame) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(candidate scores, reference scores) of every example of `table` (example_id, scores) the reference has."""
+    reference_by_id = dict(zip(reference["example_id"], reference["scores"]))
+    return [(np.asarray(s, float), np.asarray(reference_by_id[i], float))
+            for i, s in zip(table["example_id"], table["scores"]) if i in reference_by_id]
+
+
+def example_spearmans(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Per-example Spearman of each (scores, reference) pair."""
+    groups = np.concatenate([np.full(len(a), k) for k, (a, _) in enumerate(pairs)])
+    return example_spearman(np.concatenate([a for a, _ in pairs]), np.concatenate([b for _, b in pairs]), groups)
+
+
+def mean_example_spearman(table: pd.DataFrame, reference: pd.DataFrame) -> float:
+    """Mean per-example Spearman of `table`'s token scores with `reference`'s (both: example_id, scores)."""
+    return float(np.nanmean(example_spearmans(paired_scores(table, reference))))

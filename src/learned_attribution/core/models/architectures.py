@@ -338,25 +338,14 @@ def reserved_positions(model_or_config: Any) -> int:
 # Attention probabilities
 # ----------------------------------------------------------------------------------------------------
 
-def attention_methods() -> list[str]:
-    """The registered methods that read attention probabilities (`Explainer.needs_attentions`)."""
-    from learned_attribution.core.explainers import EXPLAINERS  # the registry imports this package's modules
-
-    return sorted(name for name, explainer in EXPLAINERS.items() if explainer.needs_attentions)
+class NoAttentionsError(RuntimeError):
+    """A model run for its attention probabilities returned none (not the eager attention implementation)."""
 
 
-def needs_attentions(method: str) -> bool:
-    """Whether the registered method `method` reads attention probabilities (an unknown name: False)."""
-    from learned_attribution.core.explainers import EXPLAINERS
-
-    explainer = EXPLAINERS.get(method)
-    return bool(explainer is not None and explainer.needs_attentions)
-
-
-def no_attentions_message(model: torch.nn.Module, methods: Sequence[str] | None = None) -> str:
-    """Why a model returned no attentions and which methods need them (of `methods`, or of every registered one)."""
+def no_attentions_message(model: torch.nn.Module, needing: Sequence[str] = ()) -> str:
+    """Why a model returned no attentions, and (when given) which methods need them."""
     implementation = getattr(getattr(model, "config", None), "_attn_implementation", "unknown")
-    needing = attention_methods() if methods is None else [m for m in methods if needs_attentions(m)]
+    methods = (f" The methods that read attentions: {', '.join(needing)}; the others run without them."
+               if needing else "")
     return (f"the model returned no attentions (attention implementation {implementation!r}): load it with "
-            f"attn_implementation='eager'. The methods that read attentions: {', '.join(needing) or 'none'}; "
-            "the others run without them")
+            f"attn_implementation='eager'.{methods}")

@@ -1,8 +1,8 @@
 """Trained learned explainers as folders, without pickles: `model.safetensors` (the network's state_dict)
 plus `config.json` (everything needed to rebuild and apply it).
 
-config.json holds: `kind` (`learned_explainer`: the paper's ExpNet and every ExpNet+ variant are one kind, issue
-12), `format_version`, `architecture` (input width, hidden units, per-head gates, seeds), the fitted `inputs`
+config.json holds: `kind` (`learned_explainer`: the paper's ExpNet, every ExpNet+ variant and a student are one
+kind), `format_version`, `architecture` (input width, hidden units, per-head gates, seeds), the fitted `inputs`
 pipeline (columns, transforms, standardisation statistics), the `variant` (feature sets and training recipe),
 the own-rule thresholds (`threshold`, `calibrated_threshold`), the training history, and `context`: fold, held-out and training tasks, encoder, attention layer read, the
 matched budget rho, max_length, the shape of the classifier it was trained for (model type, layers, heads,
@@ -28,9 +28,9 @@ from safetensors.torch import load_file, save_file
 from learned_attribution.core.atomic import atomic_folder
 
 from .architectures import SUPPORTED_MODEL_TYPES
-from .learned import InputPipeline, LearnedExplainer, Variant, build_network
+from .learned import InputPipeline, LearnedModel, Variant, build_network
 
-FORMAT_VERSION = 3  # 3: one kind for every learned explainer, with its fitted input pipeline (issue 12)
+FORMAT_VERSION = 3  # 3: one kind for every learned explainer, with its fitted input pipeline
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 KIND = "learned_explainer"
@@ -60,7 +60,7 @@ def classifier_signature(model: torch.nn.Module, tokenizer) -> dict[str, Any]:
 
 
 def classifier_fingerprint(model: torch.nn.Module) -> str:
-    """SHA-256 (16 hex digits) of the classifier's weights: what a student (issue 14) and a teacher part are bound
+    """SHA-256 (16 hex digits) of the classifier's weights: what a student and a teacher part are bound
     to."""
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
@@ -77,12 +77,12 @@ def explainer_context(classifier_model: torch.nn.Module, tokenizer, *, fold: str
             "classifier": classifier_signature(classifier_model, tokenizer), "packages": package_versions()}
 
 
-def check_compatible(explainer: LearnedExplainer, model: torch.nn.Module, tokenizer, *, where: str) -> None:
+def check_compatible(explainer: LearnedModel, model: torch.nn.Module, tokenizer, *, where: str) -> None:
     """Raise `IncompatibleClassifierError` naming every difference that matters between the classifier an
     explainer was trained for (`context["classifier"]`) and `model`/`tokenizer`. The label count may differ:
-    the explainers explain whichever class is predicted. A shape-free explainer (issue 12) reads a classifier of
+    the explainers explain whichever class is predicted. A shape-free explainer reads a classifier of
     any supported family, depth, head count and tokenizer: its columns are computed from the classifier itself. A
-    student (issue 14) records its classifier's weights fingerprint and explains only that classifier."""
+    student records its classifier's weights fingerprint and explains only that classifier."""
     expected = explainer.context.get("classifier", {})
     actual = classifier_signature(model, tokenizer)
     differences = []
@@ -115,21 +115,21 @@ def _named(model: torch.nn.Module) -> str:
     return f" ({path})" if path else ""
 
 
-def _config(explainer: LearnedExplainer) -> tuple[dict, dict[str, torch.Tensor]]:
-    if not isinstance(explainer, LearnedExplainer):
+def _config(explainer: LearnedModel) -> tuple[dict, dict[str, torch.Tensor]]:
+    if not isinstance(explainer, LearnedModel):
         raise TypeError(f"cannot save a {type(explainer).__name__} as a learned-explainer artifact")
     net = explainer.net
     config = {"kind": KIND, "architecture": net.architecture(), "variant": asdict(explainer.variant),
               "inputs": explainer.inputs.config(), "threshold": explainer.threshold,
               "calibrated_threshold": explainer.calibrated_threshold, "best_epoch": explainer.best_epoch,
-              "member_best_epochs": explainer.member_best_epochs, "member_val_auroc": explainer.member_val_auroc,
+              "member_best_epochs": explainer.member_best_epochs, "member_val_scores": explainer.member_val_scores,
               "n_pseudo_examples": explainer.n_pseudo_examples, "history": explainer.history}
     return config, net.state_dict()
 
 
-def write_explainer(explainer: LearnedExplainer, folder: Path) -> None:
+def write_learned(explainer: LearnedModel, folder: Path) -> None:
     """`folder/model.safetensors` and `folder/config.json`, written in place (callers write into a partial folder
-    that is renamed when complete: `save_explainer`, `amortize.save_amortized`)."""
+    that is renamed when complete: `save_learned`, `amortize.save_amortized`)."""
     config, state = _config(explainer)
     config = {"format_version": FORMAT_VERSION, **config, "context": explainer.context}
     folder.mkdir(parents=True, exist_ok=True)
@@ -137,23 +137,23 @@ def write_explainer(explainer: LearnedExplainer, folder: Path) -> None:
     (folder / CONFIG).write_text(json.dumps(config, indent=1, default=_json_default))
 
 
-def save_explainer(explainer: LearnedExplainer, folder: str | Path) -> None:
+def save_learned(explainer: LearnedModel, folder: str | Path) -> None:
     """Write `folder/model.safetensors` and `folder/config.json` atomically."""
     with atomic_folder(folder) as partial:
-        write_explainer(explainer, partial)
+        write_learned(explainer, partial)
 
 
-def save_explainers(explainers: dict[str, LearnedExplainer], folder: str | Path) -> None:
+def save_learned_collection(explainers: dict[str, LearnedModel], folder: str | Path) -> None:
     """Several named explainers as subfolders of `folder`, written atomically as a whole."""
     with atomic_folder(folder) as partial:
         for name, explainer in explainers.items():
-            write_explainer(explainer, partial / name)
+            write_learned(explainer, partial / name)
 
 
-def load_explainers(folder: str | Path) -> dict[str, LearnedExplainer]:
-    """The named explainers written by `save_explainers`, in name order."""
+def load_learned_collection(folder: str | Path) -> dict[str, LearnedModel]:
+    """The named explainers written by `save_learned_collection`, in name order."""
     folder = Path(folder)
-    return {path.name: load_explainer(path) for path in sorted(folder.iterdir()) if is_complete(path)}
+    return {path.name: load_learned(path) for path in sorted(folder.iterdir()) if is_complete(path)}
 
 
 def _json_default(value):
@@ -182,7 +182,7 @@ def read_config(folder: str | Path) -> dict:
     return config
 
 
-def load_explainer(folder: str | Path) -> LearnedExplainer:
+def load_learned(folder: str | Path) -> LearnedModel:
     """Rebuild a saved learned explainer (eval mode) from its folder."""
     folder = Path(folder)
     config = read_config(folder)
@@ -191,10 +191,11 @@ def load_explainer(folder: str | Path) -> LearnedExplainer:
     variant["feature_sets"] = tuple(variant["feature_sets"])
     net = build_network(config["architecture"])
     net.load_state_dict(state)
-    return LearnedExplainer(Variant(**variant), InputPipeline.from_config(config["inputs"]), net.eval(),
+    return LearnedModel(Variant(**variant), InputPipeline.from_config(config["inputs"]), net.eval(),
                             history=config.get("history", []), best_epoch=config.get("best_epoch", 0),
                             member_best_epochs=config.get("member_best_epochs", []),
-                            member_val_auroc=config.get("member_val_auroc", []),
+                            # saved before the field was named for any stopping rule: member_val_auroc
+                            member_val_scores=config.get("member_val_scores", config.get("member_val_auroc", [])),
                             calibrated_threshold=config["calibrated_threshold"],
                             n_pseudo_examples=config.get("n_pseudo_examples", 0),
                             threshold=config.get("threshold", 0.5), context=config.get("context", {}))

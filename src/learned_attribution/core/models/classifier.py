@@ -23,17 +23,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainingConfig:
-    epochs: int = 3
-    learning_rate: float = 5e-5
-    batch_size: int = 32
-    weight_decay: float = 0.01
-    warmup_fraction: float = 0.06
-    class_weighting: bool = False  # inverse-frequency class weights in the loss
-    selection_metric: str = "accuracy"  # chooses the epoch on the validation slice: accuracy, macro_f1 or mcc
-    bf16: bool = False  # autocast; the pipelines set it from `compute.bf16` (runner.Compute)
-    seed: int = 13
+    """A classifier's fine-tuning recipe (`classifiers.<task>`); bf16 and the seed come from `compute` and `seed`."""
+
+    epochs: int
+    learning_rate: float
+    batch_size: int
+    weight_decay: float
+    warmup_fraction: float
+    class_weighting: bool  # inverse-frequency class weights in the loss
+    selection_metric: str  # chooses the epoch on the validation slice: accuracy, macro_f1 or mcc
+    bf16: bool  # autocast (runner.autocast)
+    seed: int
 
 
 @dataclass

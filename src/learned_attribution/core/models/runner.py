@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .architectures import no_attentions_message
+from .architectures import NoAttentionsError, no_attentions_message
 
 logger = logging.getLogger(__name__)
 
@@ -55,32 +54,8 @@ def resolve_bf16(setting: bool | str, device: torch.device) -> bool:
     if setting == "auto":
         return bf16_native(device)
     if not isinstance(setting, bool):
-        raise ValueError(f"parameter compute.bf16={setting!r}: expected auto, true or false")
+        raise ValueError(f"bf16={setting!r}: expected auto, true or false")
     return setting
-
-
-@dataclass(frozen=True)
-class Compute:
-    """Where the torch work of a node runs (`params:compute`): the device and whether bf16 autocast is on."""
-
-    device: torch.device
-    bf16: bool
-
-    @classmethod
-    def from_params(cls, settings: Mapping[str, Any] | None = None) -> "Compute":
-        """`compute.device` (auto | cpu | cuda | cuda:N | mps) and `compute.bf16` (auto | true | false); logs
-        the choice and why."""
-        settings = dict(settings or {})
-        device = resolve_device(settings.get("device", "auto"))
-        bf16 = resolve_bf16(settings.get("bf16", "auto"), device)
-        reason = "forced" if settings.get("bf16", "auto") != "auto" else (
-            "native on this device" if bf16 else "not native on this device, fp32")
-        logger.info("compute: device %s, bf16 autocast %s (%s)", device, "on" if bf16 else "off", reason)
-        return cls(device, bf16)
-
-    def place(self, model: torch.nn.Module) -> torch.nn.Module:
-        """`model` moved to the device (in place, as `nn.Module.to`)."""
-        return model.to(self.device)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -151,7 +126,7 @@ def forward(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: tor
     output = model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                    output_attentions=attentions, output_hidden_states=hidden_states)
     if attentions and (not output.attentions or output.attentions[0] is None):
-        raise RuntimeError(no_attentions_message(model))
+        raise NoAttentionsError(no_attentions_message(model))
     return output
 
 

@@ -1,4 +1,4 @@
-"""Per-token input signals for ExpNet+ (issue 06), in named feature sets, from one pass of the explained classifier.
+"""Per-token input signals for ExpNet+, in named feature sets, from one pass of the explained classifier.
 
 Feature sets (columns per token; H heads, L layers, `layer` = the attention layer ExpNet reads):
 - `attention` (2H): the paper's inputs, A_h[CLS -> j] and A_h[j -> CLS] at `layer` (SPEC §5).
@@ -11,14 +11,14 @@ Feature sets (columns per token; H heads, L layers, `layer` = the attention laye
 - `position` (4): relative position among the non-special tokens, 1 / their number, continuation flag (the
   piece continues the word of the piece before it, by the tokenizer's own convention: `##` for WordPiece, no
   `Ġ` / `▁` word-start marker for byte-level BPE / SentencePiece, see `token_vocabulary`), last-token flag.
-- `token_kind` (3, issue 10): punctuation (every character a Unicode punctuation or symbol), closed-class word
+- `token_kind` (3): punctuation (every character a Unicode punctuation or symbol), closed-class word
   (`afn.words.FUNCTION_WORDS`, the AFN pipeline's list: determiners, pronouns, prepositions, conjunctions,
   auxiliaries, particles; only a piece that starts a word), and content token (a real token that is neither). A
   word piece is classed as a word of its own: the "t" of "don ' t" is a content token, its "'" punctuation.
   Task-independent facts about the token that post-hoc attributions are known to over- or under-weight
   (structural tokens), so a network can learn to correct for them.
 
-Shape-free sets (issue 12): columns that do not depend on the number of layers or heads, so an explainer over them
+Shape-free sets: columns that do not depend on the number of layers or heads, so an explainer over them
 reads a classifier of any depth and head count (`SHAPE_FREE_SETS`: these four and `layer_gradient`, `saliency`,
 `position`, `token_kind`):
 - `attention_stats` (6): mean, max and standard deviation over the heads of A_h[CLS -> j] and of A_h[j -> CLS] at
@@ -28,8 +28,7 @@ reads a classifier of any depth and head count (`SHAPE_FREE_SETS`: these four an
   layer, 1 = the last), linearly interpolated between layers.
 - `afn_norm_depths` (4): `afn_norm` read the same way over the hidden states (0 = the embedding output).
 
-Wide set (issue 14; `WIDE_SETS`, not among the `FEATURE_SETS` the classifiers pipeline extracts for every rationale
-token): `hidden_state` (the classifier's hidden size): the token's hidden state at the output of `layer` (the last
+Wide set: `hidden_state` (the classifier's hidden size): the token's hidden state at the output of `layer` (the last
 by default: what the classification head reads), the token in its context. The amortized students read it: a
 per-token network over scalar signals alone sees nothing of a token's neighbours, and underfits the teacher.
 
@@ -48,10 +47,10 @@ from typing import Iterator, Sequence
 
 import torch
 
-from learned_attribution.services.afn.words import FUNCTION_WORDS, is_punctuation
+from learned_attribution.core.data.words import FUNCTION_WORDS, is_punctuation
 
 from .architectures import Architecture, architecture, token_convention
-from .features import cls_attention_features, feature_names
+from .features import cls_attention_features, extract_token_rows, feature_names, frame_token_ids
 from .runner import eval_mode, forward, model_device
 
 FEATURE_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers", "afn_norm",
@@ -209,8 +208,6 @@ def signal_rows(model: torch.nn.Module, tokenizer, examples, feature_sets: Seque
     """Token-per-row tables of `feature_sets` (`features.extract_token_rows`: example_id, position, token,
     token_label, the signal columns), each example explained for its `predicted` class, one table per
     `chunk_size` examples (a generator: memory stays bounded)."""
-    from .features import extract_token_rows, frame_token_ids
-
     vocabulary = token_vocabulary(tokenizer)
     names = model_columns(feature_sets, model.config)
 

@@ -1,34 +1,41 @@
-"""afn pipeline: `kedro run --pipeline afn`."""
+"""afn pipeline (namespace `afn`): SST phrases and shift pairs in; strength, shift and layer tables, plots and a
+report out; the MLflow hook logs the run (`adapters/hooks/runs.py`, `AFN`).
+
+    kedro run --pipeline afn
+    kedro run --pipeline afn --params "afn.corpus.user_sentences_file=my.txt,afn.pairs.user_pairs_file=pairs.tsv"
+"""
 from kedro.pipeline import Pipeline, node, pipeline
 
-from .nodes import (build_corpus, build_pairs, collect_skips, compare_layers, log_to_mlflow, make_plots,
-                    measure_shifts, measure_strengths, summarize, write_report)
+from learned_attribution.services.afn.corpus import collect_skips
+from learned_attribution.services.afn.layers import compare_layers
 
-TREES = ["raw_sst2_trees_train", "raw_sst2_trees_dev", "raw_sst2_trees_test"]
+from .nodes import (build_corpus, build_pairs, make_plots, measure_shifts, measure_strengths, parse_settings,
+                    summarize, write_report)
+
+TREES = ["trees_train", "trees_dev", "trees_test"]
+SETTINGS = ["settings", "compute_settings"]
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return pipeline([
-        node(build_corpus, [*TREES, "params:afn.corpus", "params:seed"], ["afn_corpus", "afn_corpus_skipped"],
-             name="afn_build_corpus"),
-        node(build_pairs, [*TREES, "afn_corpus", "params:afn.pairs", "params:seed"],
-             ["afn_pairs", "afn_pairs_skipped"], name="afn_build_pairs"),
-        node(measure_strengths, ["afn_corpus", "params:encoder", "params:max_length", "params:afn", "params:compute"],
-             ["afn_token_strengths", "afn_strength_skipped"], name="afn_measure_strengths"),
-        node(measure_shifts, ["afn_pairs", "params:encoder", "params:max_length", "params:afn", "params:compute"],
-             ["afn_token_shifts", "afn_pair_shifts", "afn_shift_skipped"], name="afn_measure_shifts"),
-        node(compare_layers, ["afn_token_strengths", "afn_pair_shifts", "afn_token_shifts", "params:afn"],
-             "afn_layer_comparison", name="afn_compare_layers"),
-        node(collect_skips, ["afn_corpus_skipped", "afn_pairs_skipped", "afn_strength_skipped", "afn_shift_skipped"],
-             "afn_skipped", name="afn_collect_skips"),
-        node(summarize, ["afn_layer_comparison", "afn_token_strengths", "afn_corpus", "afn_pairs", "afn_skipped",
-                         "params:afn", "params:encoder"], "afn_headline", name="afn_summarize"),
-        node(make_plots, ["afn_layer_comparison", "afn_token_shifts", "afn_pairs", "afn_headline", "params:afn"],
-             ["afn_plot_strength_by_layer", "afn_plot_rh_by_layer", "afn_plot_shift_heatmaps", "afn_figures"],
-             name="afn_make_plots"),
-        node(write_report, ["afn_headline", "afn_layer_comparison", "afn_skipped", "params:afn", "params:max_length",
-                            "params:seed"], "afn_report", name="afn_write_report"),
-        node(log_to_mlflow, ["afn_report", "afn_headline", "afn_layer_comparison", "afn_figures", "params:afn",
-                             "params:mlflow", "params:encoder", "params:max_length", "params:seed"], "afn_mlflow_run",
-             name="afn_log_to_mlflow"),
-    ])
+        node(parse_settings, ["params:afn", "params:encoder", "params:max_length", "params:seed", "params:compute"],
+             SETTINGS, name="parse_settings"),
+        node(build_corpus, [*TREES, "user_sentences", "settings"], ["corpus", "corpus_skipped"], name="build_corpus"),
+        node(build_pairs, [*TREES, "corpus", "user_pairs", "settings"], ["pairs", "pairs_skipped"],
+             name="build_pairs"),
+        node(measure_strengths, ["corpus", *SETTINGS], ["token_strengths", "strength_skipped"],
+             name="measure_strengths"),
+        node(measure_shifts, ["pairs", *SETTINGS], ["token_shifts", "pair_shifts", "shift_skipped"],
+             name="measure_shifts"),
+        node(compare_layers, ["token_strengths", "pair_shifts", "token_shifts", "settings"], "layer_comparison",
+             name="compare_layers"),
+        node(collect_skips, ["corpus_skipped", "pairs_skipped", "strength_skipped", "shift_skipped"], "skipped",
+             name="collect_skips"),
+        node(summarize, ["layer_comparison", "token_strengths", "corpus", "pairs", "skipped", "settings"], "headline",
+             name="summarize"),
+        node(make_plots, ["layer_comparison", "token_shifts", "pairs", "headline", "settings"],
+             ["strength_by_layer_plot", "rh_by_layer_plot", "shift_heatmaps_plot"], name="make_plots"),
+        node(write_report, ["headline", "layer_comparison", "skipped", "settings"], "report", name="write_report"),
+    ], namespace="afn",
+        inputs={f"trees_{split}": f"raw_sst2_trees_{split}" for split in ("train", "dev", "test")},
+        parameters={"afn", "encoder", "max_length", "seed", "compute"})

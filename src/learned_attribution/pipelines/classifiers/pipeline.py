@@ -3,20 +3,24 @@ from typing import Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
-from .nodes import attention_features, combine_classifier_metrics, explainer_signals, predict_examples, train_classifier
 from learned_attribution.core.tasks import TASKS
+
+from .nodes import (attention_features, combine_classifier_metrics, explainer_signals, predict_examples,
+                    task_settings, train_classifier)
 
 
 def task_template() -> Pipeline:
     return pipeline([
-        node(train_classifier, ["tokenized", "params:encoder", "params:classifier", "params:seed", "params:compute"],
+        node(task_settings, ["params:classifier", "params:features", "params:seed", "params:compute"],
+             ["settings", "feature_settings", "compute_settings"], name="parse_settings"),
+        node(train_classifier, ["tokenized", "params:encoder", "settings", "compute_settings"],
              ["classifier", "training_history"], name="train_classifier"),
-        node(predict_examples, ["classifier", "tokenized", "params:classifier", "params:compute"],
+        node(predict_examples, ["classifier", "tokenized", "settings", "compute_settings"],
              ["rationale_predictions", "classifier_metrics"], name="predict_examples"),
-        node(explainer_signals, ["classifier", "rationale_predictions", "params:features", "params:compute"],
-             "explainer_signals", name="extract_explainer_signals"),
+        node(explainer_signals, ["classifier", "rationale_predictions", "feature_settings", "params:explained_layer",
+                                 "compute_settings"], "explainer_signals", name="extract_explainer_signals"),
         node(attention_features, ["explainer_signals", "classifier", "rationale_predictions", "params:encoder",
-                                  "params:features", "params:compute"],
+                                  "feature_settings", "params:explained_layer", "compute_settings"],
              "attention_features", name="extract_attention_features"),
     ])
 
@@ -27,7 +31,7 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
     per_task = [
         pipeline(task_template(), namespace=task, inputs={"tokenized": f"tokenized_{task}"},
                  parameters={"classifier": f"classifiers.{task}", "encoder": "encoder", "features": "features",
-                             "seed": "seed", "compute": "compute"})
+                             "seed": "seed", "compute": "compute", "explained_layer": "explained_layer"})
         for task in tasks
     ]
     combine = node(combine_classifier_metrics, [f"{task}.classifier_metrics" for task in tasks],

@@ -1,17 +1,18 @@
 """Nodes of the data_processing pipeline: raw files in, one token-level rationale schema out."""
 from __future__ import annotations
 
+import inspect
 import logging
-from typing import Any
+from typing import Any, Callable
+
+import datasets
 
 import pandas as pd
 
-from learned_attribution.core.data.cola import load_cola
-from learned_attribution.core.data.hatexplain import load_hatexplain
-from learned_attribution.core.data.projection import project_dataset
+from learned_attribution.core.models.projection import project_dataset
 from learned_attribution.core.data.schema import RawText
-from learned_attribution.core.data.sst import load_sst2
-from learned_attribution.core.models.encoder import load_tokenizer
+from learned_attribution.core.models.loading import load_tokenizer
+from learned_attribution.services.config import block
 
 logger = logging.getLogger(__name__)
 
@@ -19,23 +20,15 @@ REPORT_COLUMNS = ["task", "split", "role", "n_examples", "n_with_rationale", "ra
                   "n_skipped"]
 
 
-def read_hatexplain(dataset: RawText, divisions: RawText, params: dict[str, Any], strict: bool):
-    """HateXplain posts -> examples and skipped records."""
-    return load_hatexplain(dataset, divisions, classes=params["classes"],
-                           rationale_aggregation=params["rationale_aggregation"], strict=strict)
-
-
-def read_sst2(glue_train: RawText, glue_dev: RawText, glue_test: RawText, trees_train: RawText,
-              trees_dev: RawText, trees_test: RawText, params: dict[str, Any], strict: bool):
-    """SST-2 GLUE phrases and SST trees -> examples and skipped records."""
-    return load_sst2(glue_train, glue_dev, glue_test, trees_train, trees_dev, trees_test,
-                     max_span=params["max_span"], strict=strict)
-
-
-def read_cola(in_domain_train: RawText, in_domain_dev: RawText, out_of_domain_dev: RawText,
-              params: dict[str, Any], strict: bool):
-    """CoLA TSVs -> examples (with minimal-pair rationales and held-out groups) and skipped records."""
-    return load_cola(in_domain_train, in_domain_dev, out_of_domain_dev, strict=strict, **params)
+def read_task(*inputs: RawText | dict[str, Any] | bool, loader: Callable, task: str):
+    """A task's raw files (in its loader's order), its options `data_processing.<task>` and
+    `data_processing.strict` -> (examples, skipped records) through its loader (`core.tasks.Task.loader`); the
+    options are every keyword option of the loader, none other."""
+    *raw_files, options, strict = inputs
+    accepted = [name for name, parameter in inspect.signature(loader).parameters.items()
+                if parameter.kind is parameter.KEYWORD_ONLY or parameter.default is not parameter.empty]
+    block(options, f"data_processing.{task}", [name for name in accepted if name != "strict"])
+    return loader(*raw_files, strict=strict, **options)
 
 
 def cap_examples(examples: pd.DataFrame, max_per_role: int | None, seed: int) -> pd.DataFrame:
@@ -54,8 +47,6 @@ def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_lengt
                       max_per_role: int | None, seed: int) -> pd.DataFrame:
     """Project word rationales onto the configured encoder's subword tokens (SPEC §3), as a Hugging Face
     `datasets.Dataset` mapped in batches (`data.projection.project_dataset`)."""
-    import datasets
-
     tokenizer = load_tokenizer(encoder["name_or_path"])
     table = datasets.Dataset.from_pandas(cap_examples(examples, max_per_role, seed), preserve_index=False)
     return project_dataset(table, tokenizer, max_length).to_pandas()

@@ -1,57 +1,42 @@
-"""evaluate_external: a trained fold's ExpNet and every configured baseline scored against a user's JSONL
-rationale file, explaining a chosen task's classifier; one MLflow run per evaluation.
+"""evaluate_external: a trained fold's learned explainers and every configured baseline scored against a user's
+rationale file, explaining a chosen task's classifier; one MLflow run per evaluation (the tracking hook's, kind
+`EXTERNAL` of adapters/hooks/runs.py: it logs `metrics_table`, `explain_failures`, `explain_cost`, `counts` and
+`metrics_plot`).
 
     kedro run --pipeline evaluate_external --params "evaluate_external.file=data/01_raw/external/example_rationales.jsonl,evaluate_external.classifier_task=sst2,evaluate_external.expnet_fold=heldout_sst2"
 
-Kedro loads every declared input of a node, so the selection node declares every task's classifier and
-every fold's ExpNet, ExpNet+ and budget (the catalog entries `{task}.classifier`, `heldout_{task}.expnet`,
-`heldout_{task}.expnet_plus` and `heldout_{task}.budget`) and returns the chosen ones: the choice stays a plain run-time parameter.
-
-Order: `check_external_outputs` comes first (reading the file and loading the artifacts take its checked settings),
-so an unwritable output folder or MLflow store stops the run before any work; `log_external_run` comes last (it
-reads the saved metrics back), so the MLflow run is FINISHED only once the metrics CSV is on disk.
+The file, the classifier and the fold's folder and budget are catalog entries whose paths are those run-time
+parameters (conf/base/catalog_evaluate_external.yml): only the chosen ones are loaded. `parse_settings` comes first
+(every other node takes its parsed settings), so a bad setting or an unwritable output folder stops the run before any
+work; the MLflow store is checked by the hook before the first node.
 """
 from kedro.pipeline import Pipeline, node, pipeline
 
-from .nodes import (TASKS, check_external_outputs, explain_external, external_faithfulness, log_external_run,
-                    metrics_partition, predict_external, read_external_rationales, score_external,
-                    select_fold_artifacts)
+from .nodes import (check_fold, explain_external, external_faithfulness, metrics_partition, parse_settings,
+                    plot_metrics, predict_external, run_counts, score_external)
 
 NAMESPACE = "evaluate_external"
+PARAMETERS = {"evaluate_external", "external_outputs", "crosstask", "explained_layer", "seed", "compute", "max_length"}
 
 
 def create_pipeline(**kwargs) -> Pipeline:
-    artifacts = {"settings": "settings",
-                 **{f"classifier_{t}": f"{t}.classifier" for t in TASKS},
-                 **{f"expnet_heldout_{t}": f"heldout_{t}.expnet" for t in TASKS},
-                 **{f"expnet_plus_heldout_{t}": f"heldout_{t}.expnet_plus" for t in TASKS},
-                 **{f"budget_heldout_{t}": f"heldout_{t}.budget" for t in TASKS}}
     template = pipeline([
-        node(check_external_outputs, ["params:evaluate_external", "params:external_outputs", "params:mlflow"],
-             "settings", name="check_external_outputs"),
-        node(read_external_rationales, "settings", "examples", name="read_external_rationales"),
-        node(select_fold_artifacts, artifacts, ["classifier", "expnet", "expnet_plus", "budget"],
-             name="select_fold_artifacts"),
-        node(predict_external, ["examples", "classifier", "params:max_length", "params:evaluate_external",
-                                "params:compute", "params:seed"],
-             "predictions", name="predict_external"),
-        node(explain_external, ["classifier", "predictions", "expnet", "expnet_plus", "params:crosstask",
-                                "params:evaluate_external", "params:seed", "params:compute"],
-             ["token_scores", "explain_failures", "explain_cost"],
-             name="explain_external"),
-        node(external_faithfulness, ["classifier", "token_scores", "predictions", "params:crosstask", "params:compute"],
-             "faithfulness",
-             name="external_faithfulness"),
-        node(score_external, ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "params:crosstask",
-                              "params:evaluate_external", "params:seed"], "metrics_table", name="score_external"),
-        node(metrics_partition, ["metrics_table", "params:evaluate_external"], "metrics", name="save_metrics"),
-        node(log_external_run, ["metrics_table", "predictions", "explain_failures", "explain_cost", "budget",
-                                "params:evaluate_external", "params:crosstask", "params:mlflow", "params:max_length",
-                                "examples", "metrics"],
-             None, name="log_external_run"),
+        node(parse_settings, ["params:evaluate_external", "params:crosstask", "params:explained_layer", "params:seed",
+                              "params:compute", "params:external_outputs"],
+             ["settings", "scoring", "compute_settings"], name="parse_settings"),
+        node(check_fold, ["task_classifier", "fold_bundle", "fold_budget", "settings"],
+             ["classifier", "learned", "budget"], name="check_fold"),
+        node(predict_external, ["rationales", "classifier", "params:max_length", "settings", "scoring",
+                                "compute_settings"], ["predictions", "file_counts"], name="predict_external"),
+        node(explain_external, ["classifier", "predictions", "learned", "scoring", "compute_settings"],
+             ["token_scores", "explain_failures", "explain_cost"], name="explain_external"),
+        node(external_faithfulness, ["classifier", "token_scores", "predictions", "scoring", "compute_settings"],
+             "faithfulness", name="external_faithfulness"),
+        node(score_external, ["token_scores", "predictions", "faithfulness", "budget", "learned", "scoring",
+                              "settings"], "metrics_table", name="score_external"),
+        node(metrics_partition, ["metrics_table", "settings"], "metrics", name="save_metrics"),
+        node(run_counts, ["file_counts", "predictions", "explain_failures", "budget"], "counts", name="run_counts"),
+        node(plot_metrics, ["metrics_table", "settings"], "metrics_plot", name="plot_metrics"),
     ])
-    shared = {*(f"{t}.classifier" for t in TASKS), *(f"heldout_{t}.expnet" for t in TASKS),
-              *(f"heldout_{t}.expnet_plus" for t in TASKS), *(f"heldout_{t}.budget" for t in TASKS)}
-    return pipeline(template, namespace=NAMESPACE, inputs=shared,
-                    parameters={"evaluate_external", "external_outputs", "crosstask", "max_length", "seed", "mlflow",
-                                "compute"})
+    return pipeline(template, namespace=NAMESPACE, inputs={"rationales": "external_rationales"},
+                    parameters=PARAMETERS)

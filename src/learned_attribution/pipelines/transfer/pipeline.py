@@ -1,4 +1,4 @@
-"""transfer (issue 13): every fold's shape-free ExpNet+ trained on another encoder's classifiers (the folds under
+"""transfer: every fold's shape-free ExpNet+ trained on another encoder's classifiers (the folds under
 `globals.transfer_source`, e.g. the default MiniLM run's for `--env base_size`, and the base-size run's for the
 default environment) applied to this run's held-out classifiers:
 
@@ -10,23 +10,25 @@ from typing import Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
+from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 from learned_attribution.pipelines.crosstask.pipeline import _bind
-from learned_attribution.core.tasks import TASKS
+from learned_attribution.services.reporting.crosstask import transfer_report
 
-from .nodes import transfer_fold, transfer_report
+from .nodes import transfer_fold, transfer_settings
 
 
 def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
     # Namespaced transfer_<task>, not heldout_<task>: these nodes train nothing and are no fold run in MLflow.
     folds = [
-        pipeline([node(_bind(transfer_fold, fold=f"heldout_{task}"),
+        pipeline([node(transfer_settings, ["params:crosstask", "params:explained_layer", "params:seed"], "scoring",
+                       name="parse_scoring"),
+                  node(_bind(transfer_fold, fold=f"{FOLD_PREFIX}{task}"),
                        ["source", f"{task}.explainer_signals", f"{task}.rationale_predictions", f"{task}.classifier",
-                        f"heldout_{task}.fold_metrics", "params:crosstask", "params:seed"],
-                       "metrics", name="transfer_fold")],
+                        f"{FOLD_PREFIX}{task}.fold_metrics", "scoring"], "metrics", name="transfer_fold")],
                  namespace=f"transfer_{task}",
                  inputs={f"{task}.explainer_signals", f"{task}.rationale_predictions", f"{task}.classifier",
-                         f"heldout_{task}.fold_metrics"},
-                 parameters={"params:crosstask", "params:seed"})
+                         f"{FOLD_PREFIX}{task}.fold_metrics"},
+                 parameters={"crosstask", "explained_layer", "seed"})
         for task in tasks
     ]
     report = node(transfer_report, [f"transfer_{task}.metrics" for task in tasks],

@@ -7,14 +7,17 @@ sentences, then a seeded phrase of each.
 """
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
-from pathlib import Path
+
+import pandas as pd
 
 from learned_attribution.core.data.schema import RawText
 from learned_attribution.core.data.sst import TreeParseError, parse_tree
+from learned_attribution.core.data.words import treebank_words
 
-from .words import split_words
+logger = logging.getLogger(__name__)
 
 NEUTRAL_LABEL = 2
 
@@ -98,40 +101,48 @@ def sample_phrases(grouped: list[list[Phrase]], n_phrases: int, seed: int) -> li
                      "sentences with a distinct phrase in the configured word range")
 
 
-def read_user_sentences(path: str | Path) -> tuple[list[tuple[int, list[str]]], list[Skip]]:
-    """A user file of sentences, one per line (UTF-8): (line number, words) per sentence. Words are split off
-    like the SST trees' (`words.split_words`). Empty lines are skipped and counted."""
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"parameter afn.corpus.user_sentences_file={str(path)!r}: no such file")
+def read_user_sentences(raw: RawText) -> tuple[list[tuple[int, list[str]]], list[Skip]]:
+    """A user file of sentences, one per line (UTF-8; catalog entry `afn.user_sentences`): (line number, words)
+    per sentence. Words are split off like the SST trees' (`words.treebank_words`). Empty lines are skipped and
+    counted, each naming the file and line."""
     sentences, skips = [], []
-    for line_no, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        words = split_words(line)
+    for line_no, line in enumerate(raw.lines(), start=1):
+        words = treebank_words(line)
         if not words:
-            skips.append(Skip("corpus", f"{file}:{line_no}", "empty sentence"))
+            skips.append(Skip("corpus", f"{raw.path}:{line_no}", "empty sentence"))
             continue
         sentences.append((line_no, words))
     return sentences, skips
 
 
-def read_user_pairs(path: str | Path) -> tuple[list[tuple[int, str, str]], list[Skip]]:
-    """A user TSV of sentence pairs, `sentence_a<TAB>sentence_b`, no header: (line number, a, b) per pair.
-    Blank lines are ignored; a line without exactly two tab-separated columns raises with the file and
-    line; a pair with an empty side is skipped and counted."""
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"parameter afn.pairs.user_pairs_file={str(path)!r}: no such file")
+def read_user_pairs(raw: RawText) -> tuple[list[tuple[int, str, str]], list[Skip]]:
+    """A user TSV of sentence pairs (catalog entry `afn.user_pairs`), `sentence_a<TAB>sentence_b`, no header:
+    (line number, a, b) per pair. Blank lines are ignored; a line without exactly two tab-separated columns raises
+    with the file and line; a pair with an empty side is skipped and counted."""
     pairs, skips = [], []
-    for line_no, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_no, line in enumerate(raw.lines(), start=1):
         if not line.strip():
             continue
         columns = line.split("\t")
         if len(columns) != 2:
-            raise ValueError(f"{file}, line {line_no}: expected 2 tab-separated columns "
+            raise ValueError(f"{raw.path}, line {line_no}: expected 2 tab-separated columns "
                              f"(sentence_a<TAB>sentence_b), found {len(columns)}")
         a, b = (column.strip() for column in columns)
         if not a or not b:
-            skips.append(Skip("pairs", f"{file}:{line_no}", "empty sentence in pair"))
+            skips.append(Skip("pairs", f"{raw.path}:{line_no}", "empty sentence in pair"))
             continue
         pairs.append((line_no, a, b))
     return pairs, skips
+
+
+def skips_frame(skips: list[Skip]) -> pd.DataFrame:
+    """One stage's skips as a table (stage, item, reason, detail), each logged as a warning."""
+    for skip in skips:
+        logger.warning("AFN skipped %s %s: %s %s", skip.stage, skip.item, skip.reason, skip.detail)
+    return pd.DataFrame([skip.as_row() for skip in skips], columns=SKIP_COLUMNS)
+
+
+def collect_skips(*skip_tables: pd.DataFrame) -> pd.DataFrame:
+    """All skipped inputs of the run in one table (stage, item, reason, detail)."""
+    tables = [t for t in skip_tables if not t.empty]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=SKIP_COLUMNS)

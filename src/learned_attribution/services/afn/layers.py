@@ -8,12 +8,18 @@ left out of the mean).
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import pandas as pd
 
+from learned_attribution.core.data.words import CONTENT, FUNCTION, PUNCTUATION, WORD_CLASSES
+
 from .pairs import CONTEXT, PROMPT
-from .words import CONTENT, FUNCTION, PUNCTUATION, WORD_CLASSES
+from .settings import AfnSettings
+from .strength import resolve_afn_layer
+
+logger = logging.getLogger(__name__)
 
 PAPER = {
     "share_high": 0.25,  # HIGH tokens are about a quarter of the tokens ...
@@ -180,3 +186,37 @@ def headline(layers: pd.DataFrame, afn_layer: int, n_layers: int) -> dict:
     }
     return {**{key: _finite(value) for key, value in numbers.items()}, "claims": claims}
 
+
+
+def afn_layer_of(token_strengths: pd.DataFrame, settings: AfnSettings) -> tuple[int, int]:
+    """(the AFN layer, the encoder's number of blocks) from the measured strengths and `afn.layer`."""
+    if token_strengths.empty:
+        raise ValueError("the AFN corpus gave no token strengths: every sentence was skipped (see the skip table)")
+    n_layers = int(token_strengths["layer"].max())
+    return resolve_afn_layer(settings.layer, n_layers), n_layers
+
+
+def compare_layers(token_strengths: pd.DataFrame, pair_layers: pd.DataFrame, token_shifts: pd.DataFrame,
+                   settings: AfnSettings) -> pd.DataFrame:
+    """The per-layer comparison table (every layer, 0 = embeddings) at the configured AFN layer, logged."""
+    afn_layer, _ = afn_layer_of(token_strengths, settings)
+    table = layer_comparison(token_strengths, pair_layers, afn_layer, token_shifts)
+    logger.info("AFN layer comparison (AFN layer %d):\n%s", afn_layer, table[
+        ["layer", "content_function_ratio", "mean_rank_norm_content"]
+        + [c for c in ("r_h_context", "r_h_prompt") if c in table]].to_string(index=False))
+    return table
+
+
+def summary(layers: pd.DataFrame, token_strengths: pd.DataFrame, corpus: pd.DataFrame, pair_table: pd.DataFrame,
+            skipped: pd.DataFrame, settings: AfnSettings) -> dict:
+    """The headline numbers at the AFN layer, the claim checks (`headline`) and the run's counts."""
+    afn_layer, n_layers = afn_layer_of(token_strengths, settings)
+    counts = {
+        "encoder": settings.encoder,
+        "n_corpus_sentences": int(token_strengths["sentence_id"].nunique()),
+        "n_corpus_user_sentences": int((corpus["source"] == "user").sum()),
+        "n_context_pairs": int((pair_table["kind"] != PROMPT).sum()),
+        "n_prompt_pairs": int((pair_table["kind"] == PROMPT).sum()),
+        "n_skipped": len(skipped),
+    }
+    return {**counts, **headline(layers, afn_layer, n_layers)}

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .alignment import WordLink, align_words, prompt_word_links
 from .corpus import Phrase
-from .words import CONTENT, split_words, word_class
+from learned_attribution.core.data.words import CONTENT, treebank_words, word_class
 
 CONTEXT, PROMPT = "context", "prompt"
 PAIR_COLUMNS = ["pair_id", "kind", "source", "text_a", "text_b", "words_a", "words_b", "link_a", "link_b",
@@ -54,7 +54,7 @@ def context_pair(pair_id: str, source: str, words_a: Sequence[str], words_b: Seq
 def prompt_pair(pair_id: str, sentence: Sequence[str], prefix_a: str, prefix_b: str,
                 label: int | None = None) -> ShiftPair:
     """One sentence behind two task prefixes; the prefixes are split into words like any user text."""
-    words_a, words_b = split_words(prefix_a), split_words(prefix_b)
+    words_a, words_b = treebank_words(prefix_a), treebank_words(prefix_b)
     if words_a == words_b:
         raise ValueError(f"parameter afn.pairs.prompt_prefixes: the prefixes {prefix_a!r} and {prefix_b!r} "
                          "are the same words")

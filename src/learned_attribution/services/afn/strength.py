@@ -58,7 +58,7 @@ def tokenize_words(tokenizer, words: Sequence[str], max_length: int) -> Tokenize
     """Tokenise a word list with special tokens and no truncation; raise EmptyTextError / TextTooLongError."""
     if not words or not any(word.strip() for word in words):
         raise EmptyTextError("empty text")
-    # Every word with its word-start marker (byte-level BPE: add_prefix_space), as in data/projection.py.
+    # Every word with its word-start marker (byte-level BPE: add_prefix_space), as in models/projection.py.
     encoding = prepare_tokenizer(tokenizer)(list(words), is_split_into_words=True, add_special_tokens=True,
                                             truncation=False)
     word_ids = tuple(encoding.word_ids())

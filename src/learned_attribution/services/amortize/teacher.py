@@ -1,4 +1,4 @@
-"""The teacher: an expensive method on many texts, in resumable parts, in process or on Dask (issue 14)."""
+"""The teacher: an expensive method on many texts, in resumable parts, in process or on Dask."""
 from __future__ import annotations
 
 import hashlib
@@ -13,8 +13,12 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from learned_attribution.core.explainers import EXPLAINERS, build_explainer
+from learned_attribution.core.atomic import atomic_file
+from learned_attribution.core.explainers import METHODS, build_method
+from learned_attribution.core.explainers.apply import explain_examples
 from learned_attribution.core.models.artifacts import classifier_fingerprint
+
+from ..distributed import dask_client, explain_on_dask
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +38,12 @@ class Teacher:
     def __post_init__(self) -> None:
         if self.method not in TEACHER_BUDGETS:
             raise ValueError(f"teacher {self.method!r} is not one of {sorted(TEACHER_BUDGETS)}")
-        self.explainer()  # unknown or invalid settings fail here, naming the setting
+        self.build()  # unknown or invalid settings fail here, naming the setting
 
-    def explainer(self):
+    def build(self):
+        """The teacher's attribution method."""
         try:
-            return build_explainer(self.method, **self.settings)
+            return build_method(self.method, **self.settings)
         except TypeError as error:
             raise ValueError(f"teacher {self.method}: unknown setting in {sorted(self.settings)} ({error})") from error
 
@@ -47,7 +52,7 @@ class Teacher:
         key = TEACHER_BUDGETS[self.method]
         if key is None:
             return None
-        return int(self.settings.get(key, getattr(EXPLAINERS[self.method], key)))
+        return int(self.settings.get(key, getattr(METHODS[self.method], key)))
 
     def at_budget(self, factor: int) -> "Teacher":
         """The same method at `factor` x the budget; a sampling teacher also draws with another seed, so the
@@ -56,7 +61,7 @@ class Teacher:
         if key is None:
             return self
         settings = {**self.settings, key: self.budget * int(factor)}
-        if "seed" in EXPLAINERS[self.method].__dataclass_fields__:
+        if "seed" in METHODS[self.method].__dataclass_fields__:
             settings["seed"] = int(self.settings.get("seed", 0)) + 1
         return Teacher(self.method, settings)
 
@@ -90,9 +95,6 @@ def teacher_attributions(classifier, examples: pd.DataFrame, teacher: Teacher, c
     """`teacher` on every example (`example_id`, `input_ids`, `predicted`) for its predicted class, `part_size`
     examples a part, each part written atomically into `cache` and reused by a later call with the same inputs
     (a killed run resumes). With `dask` (`distributed.DaskSettings`), each part's batches run as Dask tasks."""
-    from learned_attribution.services.distributed import dask_client, explain_on_dask
-    from learned_attribution.services.evaluation import explain_examples
-
     if isinstance(part_size, bool) or not isinstance(part_size, int) or part_size < 1:
         raise ValueError(f"parameter part_size={part_size!r}: must be a positive integer")
     cache = Path(cache)
@@ -111,7 +113,7 @@ def teacher_attributions(classifier, examples: pd.DataFrame, teacher: Teacher, c
         for name, chunk in tqdm(todo, desc=f"teacher {teacher.method}", unit="part", disable=not progress):
             if client is None:
                 run = explain_examples(classifier.model, classifier.tokenizer, chunk,
-                                       {teacher.method: teacher.explainer()}, batch_size)
+                                       {teacher.method: teacher.build()}, batch_size)
             else:
                 run = explain_on_dask(client, classifier, chunk, {teacher.method: teacher.settings}, batch_size, dask)
             _write_part(cache / name, chunk, run)
@@ -130,8 +132,6 @@ def teacher_attributions(classifier, examples: pd.DataFrame, teacher: Teacher, c
 
 def _write_part(path: Path, chunk: pd.DataFrame, run) -> None:
     """One part: every example of `chunk`, with its scores or the error it failed with (complete or absent)."""
-    from learned_attribution.core.atomic import atomic_file
-
     scores = dict(zip(run.scores.get("example_id", []), run.scores.get("scores", [])))
     errors = dict(zip(run.failures["example_id"], run.failures["error"]))
     frame = pd.DataFrame({"example_id": chunk["example_id"].to_numpy(),

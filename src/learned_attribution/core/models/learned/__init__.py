@@ -1,4 +1,4 @@
-"""The one learned-explainer core (issue 12): the paper's ExpNet and ExpNet+ are variants of one model.
+"""The one learned-explainer core: the paper's ExpNet and ExpNet+ are variants of one model.
 
 - `recipe`: a `Variant` names one recipe (which feature sets of `models/signals.py` it reads, how inputs are
   standardised, the objective, the stopping rule, the transfer ideas); `TrainingSettings` the loop's settings.
@@ -6,10 +6,10 @@
 - `networks`: ExpNet's 2-layer network (optionally gated per head) and the convex stack, several seeds side by side.
 - `losses`: focal (the paper's), pairwise and listwise ranking losses.
 - `pseudo`: self-training's pseudo-rationales.
-- `training`: the one loop (`fit_variant`) and the trained `LearnedExplainer`.
+- `training`: the one loop (`fit_variant`) and the trained `LearnedModel`.
 - `selection`: leave-one-training-task-out choice of a variant, and the best shape-free one.
 
-The transfer ideas a variant may switch on (issues 06, 10, 12):
+The transfer ideas a variant may switch on:
 - `standardise: per_task`: every classifier's signals are z-scored with that classifier's own token statistics;
   for the held-out classifier these come from its *unlabeled* tokens (label-free adaptation).
 - `balance`: task-balanced multi-task training (every training task weighs the same, whatever its size).
@@ -26,7 +26,7 @@ The transfer ideas a variant may switch on (issues 06, 10, 12):
 - shape-free feature sets (`signals.SHAPE_FREE_SETS`): columns that do not depend on the classifier's depth or
   head count, so the explainer reads a classifier of any supported family and shape.
 - the wide set `hidden_state` (`signals.WIDE_SETS`): each token's hidden state, one column per hidden unit, for an
-  explainer bound to one classifier (the amortized students, issue 14).
+  explainer bound to one classifier (the amortized students).
 Objectives: `focal`, `pairwise` (logistic loss on every rationale/non-rationale token pair of an example),
 both summed, or `listwise` (ListNet's top-one loss). Stopping: `example_auroc` (the mean per-example validation
 AUROC) or `token_auroc` (the pooled token AUROC, the paper's ExpNet's rule).
@@ -35,8 +35,8 @@ from .inputs import InputPipeline
 from .networks import GatedExpNet, SimplexStack, build_network, build_variant_network, head_of_columns
 from .recipe import TrainingSettings, Variant
 from .selection import best_shape_free, select_variant
-from .training import LearnedExplainer, calibrate_threshold, fit_variant, score_examples, validation_auroc
+from .training import LearnedModel, calibrate_threshold, fit_variant, score_examples, validation_auroc
 
-__all__ = ["GatedExpNet", "InputPipeline", "LearnedExplainer", "SimplexStack", "TrainingSettings", "Variant",
+__all__ = ["GatedExpNet", "InputPipeline", "LearnedModel", "SimplexStack", "TrainingSettings", "Variant",
            "best_shape_free", "build_network", "build_variant_network", "calibrate_threshold", "fit_variant",
            "head_of_columns", "score_examples", "select_variant", "validation_auroc"]

@@ -64,7 +64,7 @@ def _mean_over_examples(per_example: torch.Tensor, kept: torch.Tensor,
 
 def distillation_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
                       example_weights: torch.Tensor | None = None) -> torch.Tensor:
-    """Reproducing a teacher's real-valued token scores on padded examples [B, T] (issue 14): ListNet's top-one
+    """Reproducing a teacher's real-valued token scores on padded examples [B, T]: ListNet's top-one
     cross-entropy between softmax(student) and softmax(the teacher's within-example z-scores), which rewards
     ranking the teacher's top tokens first, plus the squared error between both sides' within-example z-scores,
     which asks for the teacher's relative magnitudes as well. One-token examples are skipped; the result is the

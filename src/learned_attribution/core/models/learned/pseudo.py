@@ -1,5 +1,5 @@
 """Self-training's pseudo-rationales: labels for the target classifier's unlabeled tokens where cheap signals
-agree (issue 06; the `agreement` rule, issue 10)."""
+agree."""
 from __future__ import annotations
 
 import numpy as np

@@ -15,7 +15,7 @@ PSEUDO_RULES = ("cheap", "agreement")
 SIGNS = ("signed", "magnitude")
 # example_auroc: the mean per-example validation AUROC (how the explainers are judged); token_auroc: the AUROC
 # over every validation token pooled, the paper's ExpNet's rule; example_spearman: the mean per-example Spearman
-# correlation with real-valued targets (a student of an attribution method, issue 14).
+# correlation with real-valued targets (a student of an attribution method).
 STOPPING = ("example_auroc", "token_auroc", "example_spearman")
 BATCH_UNITS = ("examples", "tokens")
 
@@ -68,18 +68,9 @@ class Variant:
             raise ValueError(f"{where}: gating weighs attention heads, and a shape-free input set has no per-head "
                              "columns")
 
-    @classmethod
-    def from_params(cls, name: str, settings: dict) -> "Variant":
-        settings = dict(settings or {})
-        settings["feature_sets"] = tuple(settings.get("feature_sets", ("attention",)))
-        unknown = set(settings) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"learned-explainer variant {name!r}: unknown settings {sorted(unknown)}")
-        return cls(name=name, **settings)
-
     @property
     def shape_free(self) -> bool:
-        """Its input columns do not depend on the classifier's number of layers or heads (issue 12): it reads
+        """Its input columns do not depend on the classifier's number of layers or heads: it reads
         any supported classifier."""
         return set(self.feature_sets) <= set(SHAPE_FREE_SETS)
 
@@ -109,22 +100,23 @@ class Variant:
         return ", ".join(parts)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainingSettings:
-    """The one training loop's settings (`crosstask.expnet.training`, `crosstask.expnet_plus.training`)."""
+    """The one training loop's settings (`crosstask.expnet.training`, `crosstask.expnet_plus.training`, a student's
+    `training`): every field is given, by the YAML or by the student's code defaults."""
 
-    hidden: int = 16
-    alpha: float = 0.25
-    gamma: float = 2.0
-    learning_rate: float = 1e-3
-    batch_size: int = 64
-    batch_unit: str = "examples"  # a batch of whole examples (ranking losses need them) or of single tokens
-    max_epochs: int = 30
-    patience: int = 4
-    gate_l1: float = 0.01
-    pseudo_weight: float = 0.5  # weight of the pseudo-labelled task relative to a real training task
-    seeds: int = 3  # networks trained side by side from different initialisations (the explainer is their ensemble)
-    seed: int = 13
+    hidden: int  # hidden units of each seed's network
+    alpha: float  # focal loss: weight of the positive class
+    gamma: float  # focal loss: focusing exponent
+    learning_rate: float
+    batch_size: int
+    batch_unit: str  # a batch of whole examples (ranking losses need them) or of single tokens
+    max_epochs: int
+    patience: int
+    gate_l1: float  # the L1 pull of the per-head gates towards 0
+    pseudo_weight: float  # weight of the pseudo-labelled task relative to a real training task
+    seeds: int  # networks trained side by side from different initialisations (the explainer is their ensemble)
+    seed: int
 
     def __post_init__(self) -> None:
         if int(self.seeds) < 1:

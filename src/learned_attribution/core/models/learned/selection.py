@@ -38,8 +38,8 @@ def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.Da
             sources = [t for t in names if t != validation_task]
             train = pd.concat([tasks[t]["train"] for t in sources], ignore_index=True)
             val = pd.concat([tasks[t]["val"] for t in sources], ignore_index=True)
-            model = fit_variant(variant, train, val, unlabeled[validation_task], unlabeled, columns[variant.name], rho,
-                                settings, device)
+            model = fit_variant(variant, train, val, target=unlabeled[validation_task], stats_tables=unlabeled, columns=columns[variant.name], rho=rho,
+                                settings=settings, device=device)
             seed_aurocs = [validation_auroc(model, tasks[validation_task]["val_all"], member)
                            for member in range(model.n_members)]
             scores.append(float(np.mean(seed_aurocs)))

@@ -1,4 +1,4 @@
-"""The one training loop of the learned explainers, the trained explainer (`LearnedExplainer`) and its scoring.
+"""The one training loop of the learned explainers, the trained explainer (`LearnedModel`) and its scoring.
 
 `fit_variant` trains any `Variant` (the paper's ExpNet and every ExpNet+ variant): its `InputPipeline` is fitted
 on the training data, every row enters the network through that pipeline's `transform` (each task's rows with that
@@ -85,7 +85,7 @@ def group_examples(inputs: np.ndarray, labels: np.ndarray, example_ids: np.ndarr
 
 
 @dataclass
-class LearnedExplainer:
+class LearnedModel:
     """A trained variant, ready for one target classifier: `predict` takes raw signal columns. `net` holds one
     network per seed; the explainer's score is their ensemble (mean logit)."""
 
@@ -95,7 +95,8 @@ class LearnedExplainer:
     history: list[dict] = field(default_factory=list)
     best_epoch: int = 0  # the last best epoch among the members
     member_best_epochs: list[int] = field(default_factory=list)
-    member_val_auroc: list[float] = field(default_factory=list)  # each seed's validation score at its best epoch
+    # Each seed's validation score at its best epoch: its stopping rule's AUROC, or Spearman for a student.
+    member_val_scores: list[float] = field(default_factory=list)
     calibrated_threshold: float = 0.5
     n_pseudo_examples: int = 0
     threshold: float = 0.5
@@ -137,7 +138,7 @@ class LearnedExplainer:
     @property
     def own_threshold(self) -> float | None:
         """The threshold of its own rationale rule (calibrated on validation rationales), None for a student of
-        real-valued attributions (issue 14), whose scores rank tokens without a rationale scale: top-k instead."""
+        real-valued attributions, whose scores rank tokens without a rationale scale: top-k instead."""
         return None if self.variant.objective == "distill" else self.calibrated_threshold
 
     def gates(self) -> dict[str, float]:
@@ -196,15 +197,16 @@ def member_validation_scores(net: nn.Module, inputs: torch.Tensor, offsets: torc
     return np.asarray(scores)
 
 
-def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target: pd.DataFrame | None,
-                stats_tables: dict[str, pd.DataFrame], columns: Sequence[str], rho: float,
-                settings: TrainingSettings, device: torch.device | str = "cpu") -> LearnedExplainer:
+def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, *, columns: Sequence[str], rho: float,
+                settings: TrainingSettings, target: pd.DataFrame | None = None,
+                stats_tables: dict[str, pd.DataFrame] | None = None, device: torch.device | str = "cpu") -> LearnedModel:
     """Train `variant` on the labelled `train` token rows (one or more tasks) on `device`, stop early on `val`,
     for the target classifier whose unlabeled signal rows are `target` (labels, if present, are dropped; only
     self-training and per-task standardisation read it, so the paper's ExpNet takes None). `stats_tables` maps
     every task (training tasks and the target's) to its unlabeled token rows, for per-task standardisation. The
     trained networks are returned on the CPU, where they are saved and applied to signal tables."""
     columns = list(columns)
+    stats_tables = stats_tables or {}
     pipeline = InputPipeline.for_variant(variant, columns)
     needs_target = variant.self_training or (variant.standardise == "per_task" and pipeline.standardises)
     if needs_target and target is None:
@@ -256,7 +258,7 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
     rng = np.random.default_rng(settings.seed)
     net = build_variant_network(variant, columns, settings).to(device)
     optimizer = torch.optim.Adam(net.parameters(), lr=variant.learning_rate or settings.learning_rate)
-    model = LearnedExplainer(variant, pipeline, net, n_pseudo_examples=n_pseudo)
+    model = LearnedModel(variant, pipeline, net, n_pseudo_examples=n_pseudo)
     train_examples.to(device)
     weights_all = torch.as_tensor(train_examples.weights, dtype=torch.float32, device=device)
     val_x = torch.as_tensor(val_inputs, device=device)
@@ -280,8 +282,8 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
             total += loss.item() * len(index) / members
         net.eval()
         val_scores = member_validation_scores(net, val_x, val_offset, val_labels, groups, statistic)
-        model.history.append({"epoch": epoch, "train_loss": total / len(order), "val_auroc": float(val_scores.mean()),
-                              "member_val_auroc": val_scores.tolist()})
+        model.history.append({"epoch": epoch, "train_loss": total / len(order),
+                              f"val_{statistic}": float(val_scores.mean()), f"member_val_{statistic}": val_scores.tolist()})
         improved = val_scores > best
         best[improved], best_epochs[improved], waited[improved] = val_scores[improved], epoch, 0
         waited[~improved] += 1
@@ -294,7 +296,7 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
             value.copy_(best_state[name])
     net.cpu().eval()
     model.best_epoch, model.member_best_epochs = int(best_epochs.max()), best_epochs.tolist()
-    model.member_val_auroc = [float(v) for v in best] if model.history else []
+    model.member_val_scores = [float(v) for v in best] if model.history else []
     probabilities = model.network_probabilities(torch.as_tensor(val_inputs),
                                                 0.0 if val_offsets is None else torch.as_tensor(val_offsets))
     if statistic == "auroc":  # a rationale-label own rule; a student of real-valued scores keeps 0.5
@@ -306,7 +308,7 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, target
     return model
 
 
-def score_examples(model: LearnedExplainer, table: pd.DataFrame, member: int | None = None) -> pd.DataFrame:
+def score_examples(model: LearnedModel, table: pd.DataFrame, member: int | None = None) -> pd.DataFrame:
     """One row per example of `table` (target classifier's signal rows): example_id and its token scores (the
     ensemble's, or one seed's network's with `member`)."""
     table = table.reset_index(drop=True)
@@ -315,7 +317,7 @@ def score_examples(model: LearnedExplainer, table: pd.DataFrame, member: int | N
     return pd.DataFrame({"example_id": list(grouped.groups), "scores": [g.to_numpy() for _, g in grouped]})
 
 
-def validation_auroc(model: LearnedExplainer, table: pd.DataFrame, member: int | None = None) -> float:
+def validation_auroc(model: LearnedModel, table: pd.DataFrame, member: int | None = None) -> float:
     """Mean per-example AUROC of `model` (the ensemble, or one seed's network) on labelled token rows of its
     target classifier."""
     scored = score_examples(model, table, member)

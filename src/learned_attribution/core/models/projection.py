@@ -12,7 +12,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from learned_attribution.core.models.architectures import prepare_tokenizer
+from .architectures import prepare_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def project_dataset(examples, tokenizer, max_length: int, batch_size: int = 1000
     def map_batch(batch: dict[str, list]) -> dict[str, list]:
         return project_batch(batch["words"], batch["word_rationale"], tokenizer, max_length, counts)
 
-    import datasets
+    import datasets  # Hugging Face datasets takes seconds to import: only for a whole table
 
     # Declared, not inferred per batch: a batch of examples without rationales has only null token labels.
     ids = datasets.List(datasets.Value("int64"))

@@ -11,9 +11,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .layers import PAPER
-from .pairs import CONTEXT, PROMPT
-from .words import WORD_CLASSES
+from learned_attribution.core.data.words import WORD_CLASSES
+
+from ..afn.layers import PAPER
+from ..afn.pairs import CONTEXT, PROMPT
+from ..afn.settings import AfnSettings
 
 _CLASS_COLOURS = {"content": "tab:red", "function": "tab:blue", "punctuation": "tab:gray"}
 
@@ -114,3 +116,13 @@ def plot_shift_heatmaps(token_shifts: pd.DataFrame, pair_table: pd.DataFrame, pa
         axis.set_title(f"{pair_id} ({pair['kind']})  A: {pair['text_a']}  |  B: {pair['text_b']}", fontsize=9)
         figure.colorbar(image, ax=axis, label="Delta / row max")
     return figure
+
+
+def afn_figures(layers: pd.DataFrame, token_shifts: pd.DataFrame, pair_table: pd.DataFrame, afn_layer: int,
+                settings: AfnSettings) -> tuple[Figure, Figure, Figure]:
+    """The run's three figures: strength by layer, R_H by layer, and the Delta_i heatmaps of
+    `afn.plots.n_heatmap_pairs` measured pairs."""
+    measured = pair_table[pair_table["pair_id"].isin(set(token_shifts["pair_id"]))]
+    chosen = choose_heatmap_pairs(measured, settings.plots.n_heatmap_pairs)
+    return (plot_strength_by_layer(layers, afn_layer), plot_rh_by_layer(layers, afn_layer),
+            plot_shift_heatmaps(token_shifts, pair_table, chosen, afn_layer))

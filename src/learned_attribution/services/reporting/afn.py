@@ -1,4 +1,5 @@
-"""The AFN markdown report: headline numbers beside the paper's, the layer table, plots and skips."""
+"""The AFN reports: the run's markdown report (headline numbers beside the paper's, the layer table, plots and
+skips) and the two runs' comparison table of docs/results.md."""
 from __future__ import annotations
 
 import math
@@ -6,7 +7,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from .layers import PAPER, R_H_TOLERANCE
+from ..afn.layers import PAPER, R_H_TOLERANCE
+from ..afn.settings import AfnSettings
+from .tables import table_lines
 
 # Plot files relative to the report (data/08_reporting/afn_report.md); conf/base/catalog_afn.yml writes them.
 PLOT_FILES = {
@@ -50,6 +53,19 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     body = ["| " + " | ".join(_number(v, digits) if not isinstance(v, str) else v for v in row) + " |"
             for row in frame.astype(object).itertuples(index=False)]
     return "\n".join([header, rule, *body])
+
+
+def run_config(head: Mapping, settings: AfnSettings) -> dict:
+    """The run's settings and counts as the report's "Run" section lists them."""
+    corpus, pairs = settings.corpus, settings.pairs
+    return {
+        "encoder": head["encoder"], "layers": head["n_layers"], "AFN layer": head["afn_layer"],
+        "percentile": settings.percentile, "max_length": settings.max_length, "seed": settings.seed,
+        "corpus sentences": f"{head['n_corpus_sentences']} ({head['n_corpus_user_sentences']} from the user file)",
+        "corpus phrase length (words)": f"{corpus.min_words}-{corpus.max_words}",
+        "context pairs": head["n_context_pairs"], "prompt pairs": head["n_prompt_pairs"],
+        "prompt prefixes": [list(prefixes) for prefixes in pairs.prompt_prefixes], "skipped inputs": head["n_skipped"],
+    }
 
 
 def render_report(head: Mapping, layers: pd.DataFrame, skipped: pd.DataFrame, config: Mapping) -> str:
@@ -133,3 +149,30 @@ def render_report(head: Mapping, layers: pd.DataFrame, skipped: pd.DataFrame, co
         lines += [f"{len(skipped)} inputs skipped (listed in data/08_reporting/afn/skipped.csv):", "",
                   markdown_table(counts)]
     return "\n".join(lines) + "\n"
+
+
+# AFN headline claims (afn/headline.json) beside the paper's (bert-base-uncased, layer 8 of 12).
+AFN_CLAIMS = (("share of tokens that are HIGH (context pairs)", "share_high_context", "about 25%"),
+              ("R_H: share of the context shift carried by HIGH tokens", "r_h_context", "about 76%"),
+              ("R_H over unchanged tokens only", "r_h_context_unchanged", "not reported"),
+              ("R_H, prompt pairs", "r_h_prompt", "not reported"),
+              ("content words among HIGH tokens", "high_content_share", "content words rank highest"),
+              ("content/function strength ratio at the AFN layer", "content_function_ratio", "highest at layer 8"),
+              ("... at the next layer", "content_function_ratio_next", ""))
+
+
+def afn_comparison_table(small: dict, base: dict) -> str:
+    """Markdown: the AFN headline at each run's AFN layer (two thirds of the depth: layer 4 of MiniLM's 6, layer 8
+    of MPNet-base's 12, the paper's layer) beside the paper's claims."""
+    def layer(head: dict) -> str:
+        return f"layer {head['afn_layer']} of {head['n_layers']}"
+
+    lines = []
+    for claim, key, paper in AFN_CLAIMS:
+        shown = [f"{head[key]:.1%}" if "ratio" not in key else f"{head[key]:.3f}" for head in (small, base)]
+        lines.append([claim, paper, shown[0], shown[1]])
+    verdicts = [", ".join(name.replace("_", " ") for name, held in head["claims"].items() if held) or "none"
+                for head in (small, base)]
+    lines.append(["claims that hold (fixed criteria, afn.layers.headline)", "", verdicts[0], verdicts[1]])
+    return table_lines(["claim", "paper (bert-base, layer 8 of 12)", f"default run ({layer(small)})",
+                        f"base size ({layer(base)})"], lines)

@@ -1,4 +1,5 @@
-"""Word classes for the AFN comparison: content words, function words and punctuation.
+"""Words: English word classes (content words, function words, punctuation) for the AFN comparison and the
+`token_kind` signals, the SST trees' word split, and a typed text's words with their offsets (the explain API).
 
 The class of a word comes from a fixed list, not a part-of-speech tagger, so results do not depend on a
 tagger's version. FUNCTION_WORDS is the closed-class vocabulary of English: determiners, pronouns,
@@ -10,8 +11,11 @@ numbers) is a content word. Matching ignores case.
 """
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
+
+logger = logging.getLogger(__name__)
 
 CONTENT, FUNCTION, PUNCTUATION = "content", "function", "punctuation"
 WORD_CLASSES = (CONTENT, FUNCTION, PUNCTUATION)
@@ -56,7 +60,43 @@ def word_class(word: str) -> str:
     return CONTENT
 
 
-def split_words(text: str) -> list[str]:
+def treebank_words(text: str) -> list[str]:
     """Split a user sentence into words the way the SST trees are tokenised: punctuation and the clitics
     "n't" / "'s" become words of their own ("isn't it?" -> ["is", "n't", "it", "?"])."""
     return _WORD_PATTERN.findall(text)
+
+
+# ----------------------------------------------------------------------------------------------------
+# A text's words, as typed, with their character offsets (the explain API's segmentation)
+# ----------------------------------------------------------------------------------------------------
+
+def whitespace_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The whitespace-separated words of `text` with each word's character offsets (punctuation stays attached to
+    its word; the tokenizer splits it into subwords)."""
+    spans = [match.span() for match in re.finditer(r"\S+", text)]
+    return [text[start:end] for start, end in spans], spans
+
+
+def tokenizer_words(tokenizer, text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The words of the tokenizer's pre-tokenizer (BERT: whitespace and punctuation) with their character offsets
+    in `text`; whitespace words when the tokenizer has none.
+
+    The words are slices of `text` as typed: the pre-tokenizer runs on the raw text, without the normalizer
+    (lowercasing, accent stripping), and its offsets point into the raw text."""
+    pre_tokenizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "pre_tokenizer", None)
+    if pre_tokenizer is None:
+        return whitespace_words(text)
+    spans: list[tuple[int, int]] = []
+    for _, (start, end) in pre_tokenizer.pre_tokenize_str(text):
+        # Byte-level and Metaspace pieces carry the space before them ("Ġworld", "▁world"): trim to the word.
+        piece = text[start:end]
+        if not piece.strip():
+            continue
+        start += len(piece) - len(piece.lstrip())
+        spans.append((start, start + len(piece.strip())))
+    ordered = all(0 <= s < e <= len(text) for s, e in spans) and all(
+        previous[1] <= current[0] for previous, current in zip(spans, spans[1:]))
+    if not ordered:  # offsets that do not index the text (an unusual pre-tokenizer): never show wrong words
+        logger.debug("pre-tokenizer offsets do not index the text; splitting %r at whitespace", text[:40])
+        return whitespace_words(text)
+    return [text[start:end] for start, end in spans], spans

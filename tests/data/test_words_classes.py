@@ -1,7 +1,7 @@
 """Word classes and splitting user text like the SST trees."""
 import pytest
 
-from learned_attribution.services.afn.words import FUNCTION_WORDS, split_words, word_class
+from learned_attribution.core.data.words import FUNCTION_WORDS, treebank_words, word_class
 
 
 @pytest.mark.parametrize("word, expected", [
@@ -25,5 +25,5 @@ def test_function_words_are_lower_case():
     ("summarize: good", ["summarize", ":", "good"]),
     ("   ", []),
 ])
-def test_split_words(text, words):
-    assert split_words(text) == words
+def test_treebank_words(text, words):
+    assert treebank_words(text) == words

@@ -1,4 +1,4 @@
-"""The learned explainers: the paper's ExpNet, ExpNet+ (issues 06, 12) and the amortized student (issue 14), each one
+"""The learned explainers: the paper's ExpNet, ExpNet+ and the amortized student, each one
 pass of the classifier for the signals its variant reads, then a tiny network (`models/learned`). The three names
 apply the same class to a fold's two trained variants and to a student."""
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learned_attribution.core.models.learned import LearnedExplainer
+from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.signals import TokenVocabulary, signals_and_logits
 
-from .base import Attribution, Batch, Explainer, register
+from .base import Attribution, Batch, AttributionMethod, register
 
 
-class LearnedMethod(Explainer):
-    """A trained `LearnedExplainer` applied to a classifier: its variant's signals from one pass (variants with
+class LearnedMethod(AttributionMethod):
+    """A trained `LearnedModel` applied to a classifier: its variant's signals from one pass (variants with
     gradient sets add a backward pass through the last layer, the `saliency` set through all layers), its input
     pipeline, its networks."""
 
@@ -21,7 +21,7 @@ class LearnedMethod(Explainer):
     classifies = True
     needs_attentions = True
 
-    def __init__(self, model: LearnedExplainer, layer: int = -1, vocabulary: TokenVocabulary | None = None):
+    def __init__(self, model: LearnedModel, layer: int = -1, vocabulary: TokenVocabulary | None = None):
         self.model = model
         self.layer = layer
         self.vocabulary = vocabulary
@@ -40,19 +40,19 @@ class LearnedMethod(Explainer):
 
 
 @register("expnet_paper")
-class ExpNetExplainer(LearnedMethod):
+class ExpNetMethod(LearnedMethod):
     """The paper's ExpNet (SPEC §5-6): token probabilities from the explained classifier's attention only
     (2H inputs: [CLS] -> token and token -> [CLS] per head of one layer)."""
 
 
 @register("expnet_plus")
-class ExpNetPlusExplainer(LearnedMethod):
-    """ExpNet+ (issue 06): the fold's chosen variant over the signals it reads (see `models/signals.py`)."""
+class ExpNetPlusMethod(LearnedMethod):
+    """ExpNet+: the fold's chosen variant over the signals it reads (see `models/signals.py`)."""
 
 
 @register("student")
-class StudentExplainer(LearnedMethod):
-    """An amortized student (issue 14, `amortize.py`): trained to reproduce an expensive method (its teacher) on
+class StudentMethod(LearnedMethod):
+    """An amortized student: trained to reproduce an expensive method (its teacher) on
     its classifier's unlabeled texts; it reads no rationale. Its scores rank tokens as the teacher would (a
     probability-like score, not a rationale probability: its rationale is the top-k rule)."""
 

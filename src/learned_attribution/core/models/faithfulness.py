@@ -24,7 +24,7 @@ import torch
 
 from learned_attribution.core.models.runner import predict_proba
 
-from .plausibility import budget_k, top_k_mask
+from learned_attribution.core.metrics.plausibility import budget_k, top_k_mask
 
 ERASER_FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.5)
 

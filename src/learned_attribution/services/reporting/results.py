@@ -5,7 +5,7 @@
 
 Every number comes from a file the pipeline or a benchmark wrote under the reports folder
 (`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
-`crosstask/explain_cost_<task>.csv`, `node_timings.csv`, `afn_report.md`, `benchmarks/*.csv`); a report that is
+`crosstask/explain_cost_<task>.csv`, `node_timings/crosstask.csv`, `afn_report.md`, `benchmarks/*.csv`); a report that is
 missing leaves its section out and the document says which. Nothing is typed in by hand, so the document is
 right for the machine and run it was generated from and is simply regenerated on another. Marked blocks
 (`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in
@@ -24,217 +24,18 @@ from typing import Callable
 import pandas as pd
 
 from learned_attribution.core.atomic import write_text_atomically
-from learned_attribution.services.evaluation import cost_plausibility, matched_baselines
-from learned_attribution.services.reporting import PAPER_REFERENCE, interval_text, markdown_table
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 
-LEARNED_NAMES = {"expnet_plus": "ExpNet+", "expnet_paper": "paper's ExpNet"}
+from ..evaluation.cost import cost_plausibility
+from .afn import afn_comparison_table
+from .amortize import STUDENT_TABLES, students_table
+from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
+                        paper_comparison_table, shape_free_table, transfer_table)
+from .tables import markdown_table, table_lines
 
 
 class ResultsError(ValueError):
     """The reports folder cannot give the document (named file missing or unreadable)."""
-
-
-
-
-@dataclass(frozen=True)
-class FoldHeadline:
-    """One fold's headline numbers (matched rule, all rationale test examples)."""
-
-    fold: str
-    n_examples: int
-    variant: str
-    expnet_plus: pd.Series
-    paper: pd.Series
-    best_by_auroc: pd.Series
-    best_by_f1: pd.Series
-    all_tokens_f1: float
-    random_auroc: float
-
-
-def fold_headlines(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> list[FoldHeadline]:
-    """Per fold: ExpNet+, the paper's ExpNet and the best baselines (by AUROC, by matched F1, among the methods run
-    on every example), with the floors."""
-    out = []
-    for fold, rows in metrics.groupby("fold", sort=False):
-        matched = rows[(rows["subset"] == "all") & (rows["rule"] == "matched")].set_index("method")
-        floors = rows[(rows["subset"] == "all") & (rows["family"] == "floor")].set_index("method")
-        baselines = matched_baselines(rows)
-        if not {"expnet_plus", "expnet_paper"} <= set(matched.index) or not len(baselines):
-            continue
-        variant = "?"
-        if ablation is not None and len(ablation):
-            chosen = ablation[(ablation["fold"] == fold) & (ablation["selected"] == True)]  # noqa: E712 (column of bools)
-            variant = str(chosen["variant"].iloc[0]) if len(chosen) else "?"
-        out.append(FoldHeadline(
-            fold=str(fold), n_examples=int(matched.at["expnet_plus", "n_examples"]), variant=variant,
-            expnet_plus=matched.loc["expnet_plus"], paper=matched.loc["expnet_paper"],
-            best_by_auroc=baselines.sort_values("auroc", ascending=False).iloc[0],
-            best_by_f1=baselines.sort_values("f1", ascending=False).iloc[0],
-            all_tokens_f1=float(floors.at["all_tokens", "f1"]) if "all_tokens" in floors.index else float("nan"),
-            random_auroc=float(floors.at["random", "auroc"]) if "random" in floors.index else float("nan")))
-    return out
-
-
-def headline_table(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> str:
-    """Markdown: per fold ExpNet+, the paper's ExpNet and the best baseline, AUROC and matched F1 with 95% intervals,
-    the floors, and whether ExpNet+ is above the best baseline (and with intervals apart)."""
-    lines = ["| held-out task | ExpNet+ AUROC | paper's ExpNet AUROC | best baseline AUROC | ExpNet+ F1 | "
-             "paper's ExpNet F1 | best baseline F1 | floors: random AUROC, all-tokens F1 | ExpNet+ vs best baseline |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for h in fold_headlines(metrics, ablation):
-        plus, auroc_best, f1_best = h.expnet_plus, h.best_by_auroc, h.best_by_f1
-        verdicts = []
-        for metric, best in (("auroc", auroc_best), ("f1", f1_best)):
-            name = "AUROC" if metric == "auroc" else "F1"
-            if plus[f"{metric}_low"] > best[f"{metric}_high"]:
-                verdicts.append(f"{name} above, intervals apart")
-            elif plus[f"{metric}_high"] < best[f"{metric}_low"]:
-                verdicts.append(f"{name} below, intervals apart")
-            else:
-                verdicts.append(f"{name} {'above' if plus[metric] > best[metric] else 'below'} (intervals overlap)")
-        lines.append(
-            f"| {h.fold[len(FOLD_PREFIX):]} (n = {h.n_examples}) | **{interval_text(plus, 'auroc')}** ({h.variant}) | "
-            f"{interval_text(h.paper, 'auroc')} | {auroc_best['method']} {interval_text(auroc_best, 'auroc')} | "
-            f"**{interval_text(plus, 'f1')}** | {interval_text(h.paper, 'f1')} | {f1_best['method']} {interval_text(f1_best, 'f1')} | "
-            f"{h.random_auroc:.3f}, {h.all_tokens_f1:.3f} | {'; '.join(verdicts)} |")
-    return "\n".join(lines)
-
-
-def shape_free_table(ablation: pd.DataFrame) -> str:
-    """Markdown: per fold, the chosen ExpNet+ variant beside the shape-free variant the fold keeps for classifiers of
-    other shapes (the best shape-free one by validation AUROC) and every other shape-free candidate: what crossing
-    architectures costs on the fold's own architecture (held-out AUROC and matched F1 with 95% intervals)."""
-    lines = ["| held-out task | variant | role | validation AUROC | held-out AUROC | matched F1 | AUROC minus the chosen's |",
-             "|---|---|---|---|---|---|---|"]
-    variants = ablation[ablation["val_auroc"].notna()]
-    for fold, rows in variants.groupby("fold", sort=False):
-        chosen = rows[rows["selected"] == True]  # noqa: E712 (column of bools)
-        free = rows[rows["shape_free"] == True].sort_values("val_auroc", ascending=False)  # noqa: E712
-        if not len(chosen) or not len(free):
-            continue
-        chosen = chosen.iloc[0]
-        kept = free.iloc[0]["variant"]
-        shown = [(chosen, "chosen" + (", shape-free" if chosen["shape_free"] else ""))]
-        shown += [(r, "kept for other shapes" if r["variant"] == kept else "shape-free candidate")
-                  for _, r in free.iterrows() if r["variant"] != chosen["variant"]]
-        references = ablation[(ablation["fold"] == fold) & ablation["description"].isin(["best baseline", "floor"])]
-        shown += [(r, r["description"]) for _, r in references.iterrows()]
-        for row, role in shown:
-            difference = "" if row["variant"] == chosen["variant"] else f"{row['auroc'] - chosen['auroc']:+.3f}"
-            validation = f"{row['val_auroc']:.4f}" if pd.notna(row["val_auroc"]) else ""
-            lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {row['variant']} | {role} | {validation} | "
-                         f"{interval_text(row, 'auroc')} | {interval_text(row, 'f1_matched')} | {difference} |")
-    return "\n".join(lines)
-
-
-def paper_comparison_table(metrics: pd.DataFrame) -> str:
-    """Markdown: the paper's matched F1 (bert-base) beside this run's, per held-out task."""
-    lines = ["| held-out task | paper: ExpNet F1 | paper: best baseline F1 | here: paper's ExpNet F1 | "
-             "here: best baseline F1 | the paper's claim (ExpNet above every baseline) here |", "|---|---|---|---|---|---|"]
-    for h in fold_headlines(metrics, None):
-        task = h.fold[len(FOLD_PREFIX):]
-        reference = PAPER_REFERENCE.get(task, {})
-        holds = h.paper["f1"] > h.best_by_f1["f1"]
-        lines.append(f"| {task} | {reference.get('expnet_f1', float('nan')):.3f} | {reference.get('best_baseline', '?')} "
-                     f"{reference.get('best_baseline_f1', float('nan')):.3f} | {h.paper['f1']:.3f} | "
-                     f"{h.best_by_f1['method']} {h.best_by_f1['f1']:.3f} | {'holds' if holds else 'does not hold'} |")
-    return "\n".join(lines)
-
-
-def by_prediction_table(metrics: pd.DataFrame) -> str:
-    """Markdown: matched AUROC of ExpNet+, the paper's ExpNet and the best baseline on correctly and incorrectly
-    predicted examples (on the latter every method explains the wrong class)."""
-    lines = ["| held-out task | subset | n | ExpNet+ | paper's ExpNet | best baseline |", "|---|---|---|---|---|---|"]
-    for h in fold_headlines(metrics, None):
-        rows = metrics[(metrics["fold"] == h.fold) & (metrics["rule"] == "matched")].set_index(["subset", "method"])
-        baseline = h.best_by_auroc["method"]
-        for subset in ("correct", "incorrect"):
-            if (subset, "expnet_plus") not in rows.index:
-                continue
-            cells = [interval_text(rows.loc[(subset, m)], "auroc") if (subset, m) in rows.index else ""
-                     for m in ("expnet_plus", "expnet_paper", baseline)]
-            lines.append(f"| {h.fold[len(FOLD_PREFIX):]} | {subset}ly predicted | "
-                         f"{int(rows.at[(subset, 'expnet_plus'), 'n_examples'])} | {cells[0]} | {cells[1]} | "
-                         f"{baseline} {cells[2]} |")
-    return "\n".join(lines)
-
-
-def classifier_table(classifier_metrics: pd.DataFrame) -> str:
-    shown = classifier_metrics[classifier_metrics["eval_set"].isin(["test", "rationale_test"])]
-    columns = [c for c in ("task", "eval_set", "n", "accuracy", "macro_f1", "mcc") if c in shown.columns]
-    return markdown_table(shown[columns].reset_index(drop=True))
-
-
-# Issue 13's targets for the base-size classifiers (test split): CoLA MCC, SST-2 and HateXplain accuracy.
-BASE_SIZE_TARGETS = {"cola": ("mcc", 0.45), "sst2": ("accuracy", 0.90), "hatexplain": ("accuracy", 0.80)}
-
-
-def classifier_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
-    """Markdown: per task, the test-split score the base-size target reads and the share of the rationale test
-    examples the classifier mispredicts, for the default (MiniLM) run and the base-size run side by side."""
-    lines = ["| task | metric (test split) | target at base size | default run | base size | target met | "
-             "rationale test mispredicted: default | base size |", "|---|---|---|---|---|---|---|---|"]
-
-    def value(frame: pd.DataFrame, task: str, eval_set: str, metric: str) -> float:
-        rows = frame[(frame["task"] == task) & (frame["eval_set"] == eval_set)]
-        return float(rows[metric].iloc[0]) if len(rows) else float("nan")
-
-    for task, (metric, target) in BASE_SIZE_TARGETS.items():
-        small_score, base_score = value(small, task, "test", metric), value(base, task, "test", metric)
-        wrong = [1 - value(frame, task, "rationale_test", "accuracy") for frame in (small, base)]
-        lines.append(f"| {task} | {metric} | >= {target:.2f} | {small_score:.3f} | {base_score:.3f} | "
-                     f"{'yes' if base_score >= target else 'no'} | {wrong[0]:.0%} | {wrong[1]:.0%} |")
-    return "\n".join(lines)
-
-
-# AFN headline claims (afn/headline.json) beside the paper's (bert-base-uncased, layer 8 of 12).
-AFN_CLAIMS = (("share of tokens that are HIGH (context pairs)", "share_high_context", "about 25%"),
-              ("R_H: share of the context shift carried by HIGH tokens", "r_h_context", "about 76%"),
-              ("R_H over unchanged tokens only", "r_h_context_unchanged", "not reported"),
-              ("R_H, prompt pairs", "r_h_prompt", "not reported"),
-              ("content words among HIGH tokens", "high_content_share", "content words rank highest"),
-              ("content/function strength ratio at the AFN layer", "content_function_ratio", "highest at layer 8"),
-              ("... at the next layer", "content_function_ratio_next", ""))
-
-
-def afn_comparison_table(small: dict, base: dict) -> str:
-    """Markdown: the AFN headline at each run's AFN layer (two thirds of the depth: layer 4 of MiniLM's 6, layer 8
-    of MPNet-base's 12, the paper's layer) beside the paper's claims."""
-    def layer(head: dict) -> str:
-        return f"layer {head['afn_layer']} of {head['n_layers']}"
-
-    lines = [f"| claim | paper (bert-base, layer 8 of 12) | default run ({layer(small)}) | base size ({layer(base)}) |",
-             "|---|---|---|---|"]
-    for claim, key, paper in AFN_CLAIMS:
-        shown = [f"{head[key]:.1%}" if "ratio" not in key else f"{head[key]:.3f}" for head in (small, base)]
-        lines.append(f"| {claim} | {paper} | {shown[0]} | {shown[1]} |")
-    verdicts = [", ".join(name.replace("_", " ") for name, held in head["claims"].items() if held) or "none"
-                for head in (small, base)]
-    lines.append(f"| claims that hold (fixed criteria, afn.layers.headline) | | {verdicts[0]} | {verdicts[1]} |")
-    return "\n".join(lines)
-
-
-def transfer_table(into_base: pd.DataFrame | None, into_small: pd.DataFrame | None) -> str:
-    """Markdown: per fold and direction, the transferred shape-free ExpNet+ beside the target run's saliency and
-    its own ExpNet+ (AUROC with 95% intervals, matched F1), from the two runs' transfer_metrics.csv."""
-    lines = ["| held-out task | trained on -> explains | transferred AUROC | saliency AUROC | own ExpNet+ AUROC | "
-             "transferred matched F1 | at or above saliency |", "|---|---|---|---|---|---|---|"]
-    for table in (into_base, into_small):
-        if table is None:
-            continue
-        for fold, rows in table.groupby("fold", sort=False):
-            moved = rows[rows["role"] == "transferred"].iloc[0]
-            by_method = rows[rows["role"] == "this fold's own"].set_index("method")
-            saliency = by_method.loc["saliency"] if "saliency" in by_method.index else None
-            own = by_method.loc["expnet_plus"] if "expnet_plus" in by_method.index else None
-            at_or_above = "" if saliency is None else ("yes" if moved["auroc"] >= saliency["auroc"] else "no")
-            lines.append(f"| {str(fold)[len(FOLD_PREFIX):]} | {moved['source_classifier']} -> "
-                         f"{moved['target_classifier']} | {interval_text(moved, 'auroc')} | "
-                         f"{'' if saliency is None else interval_text(saliency, 'auroc')} | "
-                         f"{'' if own is None else interval_text(own, 'auroc')} | "
-                         f"{interval_text(moved, 'f1_matched')} | {at_or_above} |")
-    return "\n".join(lines)
 
 
 def throughput_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
@@ -251,61 +52,10 @@ def throughput_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
     return f"Forward pass: {note}.\n\n" + markdown_table(joined.reset_index(names="method"), digits=3)
 
 
-STUDENT_TABLES = ("variants", "fidelity", "faithfulness", "cost", "plausibility")
-
-
-def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
-    """Markdown: per task classifier, its amortized student (issue 14) beside its teacher: Spearman with the
-    reference teacher on the held-out texts (the teacher's own at the training budget beside it; the student's with
-    its labels on its own training texts, which says whether it underfits), comprehensiveness
-    AOPC (student, teacher, saliency), throughput as a ratio to a forward pass, and AUROC on the rationale test set
-    (student, saliency, ExpNet+), with 95% intervals; beside the task, the texts the student
-    learned from (its teacher's labelled training and validation texts) and the held-out texts."""
-    lines = ["| task (teacher texts, held-out texts) | Spearman with the reference: student | teacher (its labels) | student beats its "
-             "labels | student with its labels, on its training texts | comprehensiveness: student | teacher | "
-             "saliency | >= 0.9x teacher and > saliency | throughput (x forward): student | teacher | AUROC: student "
-             "| saliency | ExpNet+ |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for task, tables in students.items():
-        def row(name: str, method: str, prefix: bool = False) -> pd.Series | None:
-            table = tables[name]
-            chosen = table[table["method"].astype(str).str.startswith(method)] if prefix else \
-                table[table["method"] == method]
-            return chosen.iloc[0] if len(chosen) else None
-
-        def shown(record, metric: str) -> str:
-            return "" if record is None else interval_text(record, metric)
-
-        plausible = tables["plausibility"]
-        plausible = plausible[(plausible["subset"] == "all") & (plausible["rule"] == "matched")]
-        auroc = {m: plausible[plausible["method"] == m] for m in ("student", "saliency", "expnet_plus")}
-        student, teacher = row("fidelity", "student"), row("fidelity", "teacher", prefix=True)
-        beats = "" if student is None or teacher is None else ("yes" if student["spearman"] > teacher["spearman"]
-                                                               else "no")
-        cost = tables["cost"].set_index("method")["ratio_to_forward"]
-        teacher_cost = next((v for m, v in cost.items() if str(m).startswith("teacher")), float("nan"))
-        faithful = {m: row("faithfulness", m, prefix=m == "teacher") for m in ("student", "teacher", "saliency")}
-        met = "" if any(v is None for v in faithful.values()) else (
-            "yes" if faithful["student"]["comprehensiveness"] >= 0.9 * faithful["teacher"]["comprehensiveness"]
-            and faithful["student"]["comprehensiveness"] > faithful["saliency"]["comprehensiveness"] else "no")
-        selected = tables["variants"][tables["variants"]["selected"].astype(bool)]
-        chosen = selected.iloc[0] if len(selected) else pd.Series(dtype=object)
-        taught = [str(int(chosen["n_train"] + chosen["n_val"]))] if {"n_train", "n_val"} <= set(chosen.index) else []
-        held_out = [] if student is None else [f"n = {int(student['n_examples'])}"]
-        n_texts = f" ({', '.join(taught + held_out)})" if taught or held_out else ""
-        on_train = f"{chosen['train_spearman']:.3f}" if "train_spearman" in chosen.index else ""
-        lines.append(" | ".join([
-            f"| {task}{n_texts}", shown(student, "spearman"), shown(teacher, "spearman"), beats, on_train,
-            *[shown(faithful[m], "comprehensiveness") for m in ("student", "teacher", "saliency")], met,
-            f"{cost.get('student', float('nan')):.3f}", f"{teacher_cost:.4f}",
-            *[interval_text(frame.iloc[0], "auroc") if len(frame) else "" for frame in auroc.values()]]) + " |")
-    return "\n".join(lines)
-
-
-def cost_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
+def pareto_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
     """Markdown: per fold, the Pareto frontier of throughput (ratio to a forward pass) against AUROC among the
     methods run on every example, ExpNet+'s point, and the baselines both cheaper and more plausible."""
-    lines = ["| held-out task | on the frontier (cheapest first: ratio to a forward pass, AUROC) | ExpNet+ | "
-             "baselines both cheaper and more plausible than ExpNet+ |", "|---|---|---|---|"]
+    lines = []
     for fold, rows in metrics.groupby("fold", sort=False):
         task = str(fold)[len(FOLD_PREFIX):]
         if task not in costs:
@@ -323,13 +73,13 @@ def cost_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
             return ", ".join(f"{r.method} ({r.ratio_to_forward:.2f}x, {r.auroc:.3f})"
                              for r in frame.itertuples()) or "none"
 
-        lines.append(f"| {task} | {named(frontier)} | {plus['ratio_to_forward']:.2f}x, {plus['auroc']:.3f} | "
-                     f"{named(better)} |")
-    return "\n".join(lines)
+        lines.append([task, named(frontier), f"{plus['ratio_to_forward']:.2f}x, {plus['auroc']:.3f}", named(better)])
+    return table_lines(["held-out task", "on the frontier (cheapest first: ratio to a forward pass, AUROC)", "ExpNet+",
+                        "baselines both cheaper and more plausible than ExpNet+"], lines)
 
 
 def stage_table(timings: pd.DataFrame) -> str:
-    """Markdown: wall seconds per stage of the last `kedro run` that wrote node_timings.csv (nodes' own time,
+    """Markdown: wall seconds per stage of the main job's last `kedro run` (node_timings/crosstask.csv: nodes' own time,
     outputs saved included), and the total."""
     stages = timings.groupby("stage", sort=False)["seconds"].sum()
     rows = [{"stage": stage, "minutes": seconds / 60} for stage, seconds in stages.items()]
@@ -401,7 +151,7 @@ class Reports:
             cost = _read(folder / "crosstask" / f"explain_cost_{task}.csv", csv, missing)
             if cost is not None:
                 costs[task] = cost
-        # optional: only an `amortize` run writes them (issue 14)
+        # optional: only an `amortize` run writes them
         students = {task: {name: pd.read_csv(folder / "amortize" / f"{task}_{name}.csv") for name in STUDENT_TABLES}
                     for task in TASKS
                     if all((folder / "amortize" / f"{task}_{name}.csv").is_file() for name in STUDENT_TABLES)}
@@ -410,7 +160,7 @@ class Reports:
                    ablation=_read(folder / "expnet_plus_ablation.csv", csv, missing),
                    ablation_page=_read(folder / "expnet_plus_ablation.md", text, missing),
                    summary=_read(folder / "crosstask_summary.md", text, missing),
-                   timings=_read(folder / "node_timings.csv", csv, missing), costs=costs,
+                   timings=_read(folder / "node_timings" / "crosstask.csv", csv, missing), costs=costs,
                    afn=_read(folder / "afn_report.md", text, missing),
                    throughput=_read(folder / "benchmarks" / "attribution_throughput.csv", csv, missing),
                    serving=_read(folder / "benchmarks" / "serving_load.csv", csv, missing),
@@ -501,9 +251,9 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
         charts = " ".join(f"[{task}](images/cost_{task}.png)" for task in reports.costs
                           if (folder / "crosstask" / f"cost_{task}.png").is_file())
         lines += ["## Cost against plausibility (`crosstask/explain_cost_<task>.csv`: one timed pass in the fold)", "",
-                  cost_table(reports.metrics, reports.costs), "", *([f"Charts: {charts}", ""] if charts else [])]
+                  pareto_table(reports.metrics, reports.costs), "", *([f"Charts: {charts}", ""] if charts else [])]
     if reports.timings is not None:
-        lines += ["## Where the time went (`node_timings.csv`, the last `kedro run`)", "",
+        lines += ["## Where the time went (`node_timings/crosstask.csv`, the main job's last `kedro run`)", "",
                   stage_table(reports.timings), ""]
     if reports.throughput is not None:
         lines += ["## Cost of each method (`benchmarks/attribution_throughput.csv`)", "",

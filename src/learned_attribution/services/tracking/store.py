@@ -1,28 +1,26 @@
-"""Talking to MLflow: which store, whether it works, experiments (and a copied store's foreign artifact root),
-runs left behind by dead processes and continuing them on a resume, and logging that warns instead of stopping
-the computation, and one-shot runs of parameters, metrics and artifacts (`log_run`). The fold hook (hooks.py),
-the AFN and amortize pipelines and evaluate_external all go through here; every call names its run explicitly (`MlflowClient`, no fluent
-active run).
-"""
+"""The MLflow store: which one (`MLFLOW_TRACKING_URI` wins over `mlflow.tracking_uri`), whether it works,
+experiments (and a copied store's foreign artifact root), runs left behind by dead processes, the resume key of a
+run and continuing it, raw files as run inputs, and logging that warns instead of stopping the computation."""
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-import math
-import numbers
 import os
 import socket
+import subprocess
 import time
-from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 from urllib.parse import urlparse
 
-import numpy as np
-
-if TYPE_CHECKING:
-    import pandas as pd
-    from matplotlib.figure import Figure
+import sqlalchemy
+from mlflow.data.meta_dataset import MetaDataset
+from mlflow.data.sources import LocalArtifactDatasetSource
+from mlflow.entities import DatasetInput, InputTag, ViewType
+from mlflow.tracking import MlflowClient
+from mlflow.utils.file_utils import local_file_uri_to_path
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +37,6 @@ RESUMED_TAG, RESUMED_AT_TAG = "learned_attribution.resumed_count", "learned_attr
 class TrackingStoreError(RuntimeError):
     """The configured MLflow store cannot be used; the message names the parameter and the path."""
 
-
 def resolve_tracking_uri(configured: str | None) -> str:
     """`MLFLOW_TRACKING_URI` from the environment wins over the `mlflow.tracking_uri` parameter."""
     return os.environ.get("MLFLOW_TRACKING_URI") or configured or DEFAULT_URI
@@ -55,8 +52,6 @@ def _sqlite_path(uri: str) -> Path | None:
 
 def _probe_sqlite_write(uri: str) -> None:
     """Create a table inside a transaction and roll it back: fails on a read-only store, leaves nothing."""
-    import sqlalchemy
-
     engine = sqlalchemy.create_engine(uri)
     try:
         with engine.connect() as connection:
@@ -91,8 +86,6 @@ def check_store(uri: str) -> None:
     reachable and writable: for SQLite the database's folder must exist (MLflow would otherwise fail deep
     inside SQLAlchemy, or silently create a store elsewhere) and the file be writable; a tracking server
     (http/https) or a PostgreSQL database (postgresql+psycopg://) must answer."""
-    from mlflow.tracking import MlflowClient
-
     database = _sqlite_path(uri)
     if database is not None:
         folder = database.parent if str(database.parent) else Path(".")
@@ -130,7 +123,6 @@ def _local_path(location: str) -> Path | None:
     """The folder of a local artifact location (`file://...` or a plain path); None for remote stores."""
     parsed = urlparse(location)
     if parsed.scheme == "file":
-        from mlflow.utils.file_utils import local_file_uri_to_path
 
         return Path(local_file_uri_to_path(location))
     return Path(location) if parsed.scheme == "" else None
@@ -157,9 +149,6 @@ def warn_foreign_artifact_root(uri: str, name: str, artifact_location: str) -> b
 def resume_key(identity: str, env: str, commit: str | None, params: dict[str, str], raw: dict[str, str]) -> str:
     """A stable key of what a run computes: which run (a fold, a parent), the Kedro env, the git commit, the
     parameters and the raw files' hashes. Only a run with the same key is ever continued (`resumable_run`)."""
-    import hashlib
-    import json
-
     payload = json.dumps({"run": identity, "env": env, "commit": commit or "", "params": params, "raw": raw},
                          sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
@@ -169,8 +158,6 @@ def resumable_run(client, experiment: str, key: str):
     """The latest run of `experiment` tagged `key` when it did not finish (KILLED, FAILED), else None: a run
     that finished, or one still RUNNING in a live process, is never continued. Call `end_stale_runs` first,
     so that runs of dead processes are KILLED by then."""
-    from mlflow.entities import ViewType
-
     runs = client.search_runs([experiment], f"tags.`{RESUME_TAG}` = '{key}'", ViewType.ACTIVE_ONLY, max_results=1,
                               order_by=["attributes.start_time DESC"])
     return runs[0] if runs and runs[0].info.status in ("KILLED", "FAILED") else None
@@ -179,8 +166,6 @@ def resumable_run(client, experiment: str, key: str):
 def reopen_run(client, run) -> None:
     """Continue `run` (an MLflow `Run`): RUNNING again, this process's host and pid tags (so a new kill is
     recognised), `resumed_count` incremented and `resumed_at` set."""
-    import time
-
     run_id = run.info.run_id
     client.update_run(run_id, status="RUNNING")
     count = int(run.data.tags.get(RESUMED_TAG, "0") or 0) + 1
@@ -207,8 +192,6 @@ def _alive(pid: int) -> bool:
 def end_stale_runs(client, experiment: str) -> list[str]:
     """Mark KILLED every RUNNING run of `experiment` started on this host by a process that no longer exists
     (killed, or crashed before closing it); returns their ids."""
-    from mlflow.entities import ViewType
-
     host = socket.gethostname()
     ended = []
     for run in client.search_runs([experiment], "attributes.status = 'RUNNING'", ViewType.ACTIVE_ONLY,
@@ -226,7 +209,6 @@ def end_stale_runs(client, experiment: str) -> list[str]:
 class GuardedLogging:
     """Runs MLflow calls so that a tracking failure is a warning naming what was not logged, and the
     computation and its outputs go on; `strict` (parameter `mlflow.strict`) makes it an error instead."""
-
     def __init__(self, strict: bool = False):
         self.strict = strict
         self.failures: list[str] = []
@@ -246,8 +228,6 @@ class GuardedLogging:
 
 def git_commit(folder: str | Path = ".") -> str | None:
     """The checked-out commit of the project, or None outside a git checkout."""
-    import subprocess
-
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
@@ -256,7 +236,6 @@ def git_commit(folder: str | Path = ".") -> str | None:
 
 
 def file_sha256(path: str | Path) -> str:
-    import hashlib
 
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -268,10 +247,6 @@ def file_sha256(path: str | Path) -> str:
 def raw_file_inputs(files: dict[str, str | Path]) -> list:
     """MLflow dataset inputs for raw files (name -> path): source = the file, digest = its SHA-256 (the full
     hash is also a tag), so a run says exactly which data it read."""
-    from mlflow.data.meta_dataset import MetaDataset
-    from mlflow.data.sources import LocalArtifactDatasetSource
-    from mlflow.entities import DatasetInput, InputTag
-
     inputs = []
     for name, path in sorted(files.items()):
         sha = file_sha256(path)
@@ -279,24 +254,6 @@ def raw_file_inputs(files: dict[str, str | Path]) -> list:
         inputs.append(DatasetInput(dataset._to_mlflow_entity(),
                                    tags=[InputTag("mlflow.data.context", "raw"), InputTag("sha256", sha)]))
     return inputs
-
-
-def step_metrics(prefix: str, history: list[dict], step_key: str = "epoch") -> list:
-    """A training history (one dict per epoch) as MLflow metrics `<prefix>/<name>` with the epoch as step."""
-    import math
-    import time
-
-    from mlflow.entities import Metric
-
-    stamp = int(time.time() * 1000)
-    return [Metric(f"{prefix}/{key}", float(value), stamp, int(row[step_key]))
-            for row in history for key, value in row.items()
-            if key != step_key and isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(float(value))]
-
-
-# MLflow limits a param value to 6000 characters; longer values are cut.
-_MAX_PARAM_LENGTH = 6000
 
 
 def default_artifact_location(tracking_uri: str, experiment: str) -> str | None:
@@ -309,74 +266,3 @@ def default_artifact_location(tracking_uri: str, experiment: str) -> str | None:
     return (Path(database).resolve().parent / "mlartifacts" / experiment).as_uri()
 
 
-def refuse_own_tracking_uri(afn: Mapping | None) -> None:
-    """`afn.mlflow.tracking_uri` was the afn pipeline's own store; every pipeline now logs to `mlflow.tracking_uri`.
-    A value left in a conf file is refused in one line rather than silently ignored."""
-    leftover = (((afn or {}).get("mlflow")) or {}).get("tracking_uri")
-    if leftover is not None:
-        raise ValueError(f"parameter afn.mlflow.tracking_uri={leftover} is not read: every pipeline logs to "
-                         "mlflow.tracking_uri (conf/base/parameters.yml); move the value there and delete this key")
-
-
-def flatten(mapping: Mapping, prefix: str = "") -> dict[str, object]:
-    """{"a": {"b": 1}} -> {"a.b": 1}."""
-    flat: dict[str, object] = {}
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, name + "."))
-        else:
-            flat[name] = value
-    return flat
-
-
-def numeric_metrics(values: Mapping) -> dict[str, float]:
-    """The finite numbers of a (nested) mapping, booleans as 0/1, ready for `log_batch`."""
-    metrics = {}
-    for key, value in flatten(values).items():
-        if isinstance(value, bool | np.bool_):
-            metrics[key] = float(value)
-        elif isinstance(value, numbers.Real) and not math.isnan(float(value)):
-            metrics[key] = float(value)
-    return metrics
-
-
-def log_run(tracking_uri: str, experiment: str, params: Mapping, metrics: Mapping,
-            layer_metrics: pd.DataFrame, texts: Mapping[str, str], figures: Mapping[str, Figure],
-            artifact_location: str | None = None, *, run_name: str) -> str:
-    """One finished run (the AFN pipeline's, a student's) in `experiment` (created when missing) holding `params` (flattened), `metrics`
-    (the finite numbers), `layer_metrics` (every numeric column logged per layer as the metric's step),
-    `texts` and `figures` as artifacts (name -> artifact path). Returns the run id; a failure marks the
-    run FAILED and re-raises."""
-    from mlflow.entities import Metric, Param
-    from mlflow.tracking import MlflowClient
-
-    tracking_uri = resolve_tracking_uri(tracking_uri)
-    check_store(tracking_uri)
-    client = MlflowClient(tracking_uri=tracking_uri)
-    found = experiment_id(client, experiment, artifact_location or default_artifact_location(tracking_uri, experiment))
-    end_stale_runs(client, found)
-    commit = git_commit(Path.cwd())
-    tags = {**process_tags(), **({"mlflow.source.git.commit": commit} if commit else {})}
-    run_id = client.create_run(found, run_name=run_name, tags=tags).info.run_id
-    try:
-        now = int(time.time() * 1000)
-        param_list = [Param(key, str(value)[:_MAX_PARAM_LENGTH]) for key, value in flatten(params).items()]
-        metric_list = [Metric(key, value, now, 0) for key, value in numeric_metrics(metrics).items()]
-        for row in layer_metrics.to_dict(orient="records"):
-            step = int(row["layer"])
-            metric_list += [Metric(f"by_layer.{key}", value, now, step)
-                            for key, value in numeric_metrics(row).items() if key != "layer"]
-        for start in range(0, len(param_list), 100):  # MLflow takes at most 100 params per batch
-            client.log_batch(run_id, params=param_list[start:start + 100])
-        for start in range(0, len(metric_list), 1000):
-            client.log_batch(run_id, metrics=metric_list[start:start + 1000])
-        for artifact, text in texts.items():
-            client.log_text(run_id, text, artifact)
-        for artifact, figure in figures.items():
-            client.log_figure(run_id, figure, artifact)
-    except Exception:
-        client.set_terminated(run_id, status="FAILED")
-        raise
-    client.set_terminated(run_id, status="FINISHED")
-    return run_id

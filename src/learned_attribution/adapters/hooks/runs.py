@@ -1,0 +1,279 @@
+"""What each pipeline logs to MLflow: one `RunKind` per kind of run, keyed by the namespace its nodes run in, and
+how each of its saved outputs is logged. The tracking hook (`tracking.py`) opens the runs and routes every saved
+dataset here; no node calls MLflow.
+
+- a fold (`heldout_<task>`, experiment `mlflow.experiment`): a child of the `kedro run`'s parent run, which also
+  holds the classifiers' training curves and the cross-fold reports; the fold's bundle is registered as
+  `<experiment>-heldout_<task>`.
+- a student (`student_<task>`, experiment `amortize.mlflow.experiment`), registered as `<experiment>-student_<task>`.
+- an evaluation of a rationale file (`evaluate_external`, experiment `evaluate_external.mlflow_experiment`).
+- the AFN analysis (`afn`, experiment `afn.mlflow.experiment`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import pandas as pd
+
+from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
+from learned_attribution.services.tracking.run import TrackedRun
+
+from .. import serving
+
+METRIC_FIELDS = ("n_examples", "f1", "precision", "recall", "f1_micro", "auroc", "auroc_pooled", "auprc",
+                 "f1_low", "f1_high", "auroc_low", "auroc_high", "comprehensiveness", "sufficiency")
+
+
+@dataclass
+class Logged:
+    """What an output's logging action may read besides the data: the run's namespace, the parameters, the
+    catalog (a saved folder's path), the run's experiment and the other open runs (the parent, the folds)."""
+
+    namespace: str
+    params: Mapping[str, Any]
+    catalog: Any
+    experiment: str
+    runs: Mapping[str, TrackedRun] = field(default_factory=dict)
+    parent: TrackedRun | None = None
+
+
+Action = Callable[[TrackedRun, Any, Logged], None]
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """One kind of MLflow run: the namespaces it covers, its experiment, name, tags and parameters, whether it is a
+    child of the `kedro run`'s parent run, and the logging action of each of its outputs (by dataset name without
+    the namespace)."""
+
+    name: str
+    matches: Callable[[str], bool]
+    experiment: Callable[[Mapping], str]
+    run_name: Callable[[str, Mapping], str]
+    tags: Callable[[str, Mapping], dict[str, str]]
+    params: Callable[[str, Mapping], dict]
+    outputs: Mapping[str, Action]
+    child: bool = False
+    artifact_location: Callable[[Mapping], str | None] = lambda params: None
+
+
+def metric_entries(metrics: pd.DataFrame) -> dict[str, float]:
+    """`method/rule/subset/metric` -> value for every finite number of a metric table."""
+    entries = {}
+    for row in metrics.to_dict("records"):
+        for name in METRIC_FIELDS:
+            value = row.get(name)
+            if value is not None and pd.notna(value):
+                entries[f"{row['method']}/{row['rule']}/{row['subset']}/{name}"] = float(value)
+    return entries
+
+
+def table(artifact: str) -> Action:
+    return lambda run, data, logged: run.table(artifact, data)
+
+
+def text(artifact: str) -> Action:
+    return lambda run, data, logged: run.text(artifact, data)
+
+
+def figure(artifact: str) -> Action:
+    return lambda run, data, logged: run.figure(artifact, data)
+
+
+def both(*actions: Action) -> Action:
+    def log(run: TrackedRun, data, logged: Logged) -> None:
+        for action in actions:
+            action(run, data, logged)
+    return log
+
+
+def metric_table(artifact: str) -> Action:
+    """A metric table (the scoring protocol's schema): every number as `method/rule/subset/metric`, and the CSV."""
+    return both(lambda run, data, logged: run.metrics(metric_entries(data)), table(artifact))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Folds and their parent run
+# ----------------------------------------------------------------------------------------------------
+
+def shared_parameters(params: Mapping) -> dict:
+    """What a fold run (and its parent) computes from: the encoder, the classifiers, the features, the explained
+    layer, the folds' settings and variant catalogue, max_length and the seed."""
+    return {key: params.get(key) for key in ("encoder", "features", "crosstask", "expnet_plus_variants",
+                                               "classifiers", "explained_layer", "max_length", "seed")}
+
+
+def _ablation(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
+    run.table("expnet_plus_ablation.csv", data)
+    variants = data[data["description"].ne("best baseline") & data["description"].ne("floor")]
+    run.metrics({f"expnet_plus_ablation/{r['variant']}/{metric}": float(r[metric])
+                 for r in variants.to_dict("records")
+                 for metric in ("val_auroc", "auroc", "auprc", "f1_matched", "f1_own_calibrated", "auroc_seed_mean",
+                                "auroc_seed_sd") if pd.notna(r.get(metric))})
+
+
+def _fold_bundle(run: TrackedRun, data, logged: Logged) -> None:
+    """The saved fold folder as artifacts (as the Python API reads it), ExpNet+'s variant and training curve, and
+    the fold's explainers with its classifier registered as a served model."""
+    folder = logged.catalog.get(f"{logged.namespace}.bundle").path
+    for name in (*data.learned, "expnet_plus_shape_free"):
+        if (folder / name).is_dir():
+            run.folder(folder / name, name)
+    plus = data.learned["expnet_plus"]
+    run.tag("expnet_plus_variant", plus.variant.name)
+    run.steps("expnet_plus_training", plus.history)
+    classifier = logged.catalog.get(f"{logged.namespace[len(FOLD_PREFIX):]}.classifier").path
+    serving.register_bundle(run, folder, classifier, f"{logged.experiment}-{logged.namespace}")
+
+
+FOLD = RunKind(
+    name="fold", matches=lambda namespace: namespace.startswith(FOLD_PREFIX) and namespace[len(FOLD_PREFIX):] in TASKS,
+    experiment=lambda params: params["mlflow"]["experiment"],
+    run_name=lambda namespace, params: namespace,
+    tags=lambda namespace, params: {"fold": namespace, "held_out_task": namespace[len(FOLD_PREFIX):]},
+    params=lambda namespace, params: {**shared_parameters(params), "fold": namespace,
+                                      "held_out_task": namespace[len(FOLD_PREFIX):],
+                                      "training_tasks": ",".join(t for t in TASKS if FOLD_PREFIX + t != namespace)},
+    child=True,
+    outputs={"fold_metrics": metric_table("fold_metrics.csv"),
+             "budget": lambda run, data, logged: run.metrics({f"budget/{k}": float(v) for k, v in data.items()}),
+             "metrics_plot": figure("metrics.png"), "cost_plot": figure("cost_vs_plausibility.png"),
+             "heatmaps": text("heatmaps.html"),
+             "expnet_history": both(lambda run, data, logged: run.steps("expnet_training", data.to_dict("records")),
+                                    table("expnet_history.csv")),
+             "explain_cost": table("explain_cost.csv"), "explain_failures": table("explain_failures.csv"),
+             "expnet_plus_selection": table("expnet_plus_selection.csv"), "expnet_plus_ablation": _ablation,
+             "bundle": _fold_bundle})
+
+
+def _training_history(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
+    """A classifier's fine-tuning curve: on the parent run per task, and on the fold whose held-out task it is."""
+    history = data.to_dict("records")
+    run.steps(f"classifier/{logged.namespace}", history)
+    fold = logged.runs.get(f"{FOLD_PREFIX}{logged.namespace}")
+    if fold is not None:
+        fold.steps("classifier", history)
+
+
+def _classifier_metrics(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
+    for fold, fold_run in logged.runs.items():
+        rows = data[data["task"] == fold[len(FOLD_PREFIX):]]
+        fold_run.metrics({f"classifier/{r['eval_set']}/{k}": float(r[k]) for r in rows.to_dict("records")
+                          for k in ("accuracy", "macro_f1", "mcc", "n") if pd.notna(r[k])})
+    run.table("classifier_metrics.csv", data)
+
+
+# The parent run's outputs: by full dataset name, and a task classifier's (namespace `<task>`) by name.
+PARENT_OUTPUTS: Mapping[str, Action] = {"classifier_metrics": _classifier_metrics,
+                                        "crosstask_metrics": table("crosstask_metrics.csv"),
+                                        "crosstask_summary": text("crosstask_summary.md")}
+TASK_OUTPUTS: Mapping[str, Action] = {"training_history": _training_history}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Students
+# ----------------------------------------------------------------------------------------------------
+
+def _headline(key: str, columns: tuple[str, ...]) -> Action:
+    """A student table's headline numbers as `<key>.<method>.<column>` (the teacher's row as `teacher`), and the
+    table as `<key>.csv`."""
+    def log(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
+        metrics = {}
+        for record in data.to_dict("records"):
+            method = "teacher" if str(record["method"]).startswith("teacher") else record["method"]
+            metrics.update({f"{key}.{method}.{c}": record[c] for c in columns if c in record})
+        run.metrics(metrics)
+        run.table(f"{key}.csv", data)
+    return log
+
+
+def _plausibility(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
+    rows = data[(data["subset"] == "all") & (data["rule"] == "matched")]
+    run.metrics({f"plausibility.{r['method']}.{name}": r[column] for r in rows.to_dict("records")
+                 for name, column in (("auroc", "auroc"), ("f1_matched", "f1"))})
+    run.table("plausibility.csv", data)
+
+
+def _student_bundle(run: TrackedRun, data, logged: Logged) -> None:
+    folder = logged.catalog.get(f"{logged.namespace}.bundle").path
+    serving.register_bundle(run, folder, data.card["classifier"], f"{logged.experiment}-{logged.namespace}")
+
+
+STUDENT = RunKind(
+    name="student", matches=lambda namespace: namespace.startswith("student_"),
+    experiment=lambda params: (((params.get("amortize") or {}).get("mlflow") or {}).get("experiment") or "amortize"),
+    run_name=lambda namespace, params: namespace, tags=lambda namespace, params: {"task": namespace[len("student_"):]},
+    params=lambda namespace, params: {"task": namespace[len("student_"):], "explained_layer": params.get("explained_layer"),
+                                      "amortize": {k: v for k, v in (params.get("amortize") or {}).items()
+                                                   if k != "mlflow"}},
+    outputs={"student_variants": table("variants.csv"),
+             "fidelity": _headline("fidelity", ("spearman", "top10", "top20")),
+             "faithfulness": _headline("faithfulness", ("comprehensiveness", "sufficiency")),
+             "cost": _headline("cost", ("examples_per_second", "ratio_to_forward")),
+             "plausibility": _plausibility, "report": text("report.md"), "bundle": _student_bundle})
+
+
+# ----------------------------------------------------------------------------------------------------
+# A rationale file, and AFN
+# ----------------------------------------------------------------------------------------------------
+
+def _external(params: Mapping) -> Mapping:
+    return params.get("evaluate_external") or {}
+
+
+def _external_params(params: Mapping) -> dict:
+    """What an evaluation computes from: the file (as given and resolved), the classifier's task, the fold (and
+    whether the classifier is the fold's held-out one), the cap, max_length, the protocol's baselines, expensive
+    methods, sample size and bootstrap, and the explained layer."""
+    settings = _external(params)
+    held_out = str(settings.get("expnet_fold")).removeprefix(FOLD_PREFIX)
+    return {"file": settings.get("file"), "file_resolved": str(Path(str(settings.get("file"))).resolve()),
+            "classifier_task": settings.get("classifier_task"), "expnet_fold": settings.get("expnet_fold"),
+            "fold_held_out_task": held_out, "classifier_is_folds_held_out": settings.get("classifier_task") == held_out,
+            "max_length": params.get("max_length"), "max_examples": settings.get("max_examples"),
+            "crosstask": {k: (params.get("crosstask") or {}).get(k) for k in ("baselines", "expensive",
+                                                                              "expensive_sample_size", "bootstrap")},
+            "explained_layer": params.get("explained_layer")}
+
+
+EXTERNAL = RunKind(
+    name="evaluate_external", matches=lambda namespace: namespace == "evaluate_external",
+    experiment=lambda params: _external(params).get("mlflow_experiment") or "external",
+    run_name=lambda namespace, params: (f"{Path(str(_external(params).get('file'))).stem}: "
+                                        f"{_external(params).get('classifier_task')} classifier, "
+                                        f"{_external(params).get('expnet_fold')} ExpNet"),
+    tags=lambda namespace, params: {key: str(_external(params).get(key))
+                                    for key in ("file", "classifier_task", "expnet_fold")},
+    params=lambda namespace, params: _external_params(params),
+    outputs={"metrics_table": metric_table("external_metrics.csv"), "explain_failures": table("explain_failures.csv"),
+             "explain_cost": table("explain_cost.csv"), "counts": lambda run, data, logged: run.metrics(data),
+             "metrics_plot": figure("metrics.png")})
+
+
+def _afn(params: Mapping) -> Mapping:
+    return (params.get("afn") or {}).get("mlflow") or {}
+
+
+AFN = RunKind(
+    name="afn", matches=lambda namespace: namespace == "afn",
+    experiment=lambda params: _afn(params).get("experiment") or "afn",
+    artifact_location=lambda params: _afn(params).get("artifact_location"),
+    run_name=lambda namespace, params: "afn", tags=lambda namespace, params: {},
+    params=lambda namespace, params: {"encoder": params.get("encoder"), "max_length": params.get("max_length"),
+                                      "seed": params.get("seed"),
+                                      "afn": {k: v for k, v in (params.get("afn") or {}).items() if k != "mlflow"}},
+    outputs={"headline": lambda run, data, logged: run.metrics({k: v for k, v in data.items() if k != "encoder"}),
+             "layer_comparison": both(lambda run, data, logged: run.layer_metrics(data),
+                                      table("layer_comparison.csv")),
+             "report": text("afn_report.md"), "strength_by_layer_plot": figure("plots/strength_by_layer.png"),
+             "rh_by_layer_plot": figure("plots/rh_by_layer.png"),
+             "shift_heatmaps_plot": figure("plots/shift_heatmaps.png")})
+
+RUN_KINDS = (FOLD, STUDENT, EXTERNAL, AFN)
+
+
+def kind_of(namespace: str) -> RunKind | None:
+    """The kind of run a namespace's outputs are logged to (None: no run of its own)."""
+    return next((kind for kind in RUN_KINDS if kind.matches(namespace)), None)

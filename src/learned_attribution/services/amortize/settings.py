@@ -1,0 +1,103 @@
+"""One amortization's settings (`AmortizeSettings`): the `fit` command's and the `amortize` pipeline's. Their defaults
+live here only; conf/base/parameters_amortize.yml sets what a pipeline run changes, merged onto them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping
+
+from learned_attribution.core.models.learned import TrainingSettings, Variant
+
+from ..config import block, dataclass_from, variant
+from .teacher import Teacher
+
+# The student variants: one over forward-pass signals only (about a forward pass in cost), one that adds the gradient
+# sets (one backward pass), and each of the two with the tokens' last hidden states (`hidden_state`: the token in its
+# context; globally standardised, since z-scores within the example would remove the text's shared representation).
+_FORWARD_SETS = ("attention", "raw_attention_layers", "afn_norm", "position", "token_kind")
+_GRADIENT_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers",
+                  "afn_norm", "position", "token_kind")
+DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
+    "student_forward": {"feature_sets": _FORWARD_SETS, "example_z": True},
+    "student_gradient": {"feature_sets": _GRADIENT_SETS, "example_z": True},
+    "student_forward_hidden": {"feature_sets": (*_FORWARD_SETS, "hidden_state")},
+    "student_gradient_hidden": {"feature_sets": (*_GRADIENT_SETS, "hidden_state")},
+}
+DEFAULT_TRAINING: dict[str, Any] = {"hidden": 32, "alpha": 0.25, "gamma": 2.0, "learning_rate": 2.0e-3,
+                                    "batch_size": 32, "batch_unit": "examples", "max_epochs": 60, "patience": 6,
+                                    "gate_l1": 0.01, "pseudo_weight": 0.5, "seeds": 3}
+# A student learns real-valued attributions: the distillation objective, stopping on the per-example Spearman.
+DISTILL = {"objective": "distill", "stopping": "example_spearman"}
+
+
+def student_variants(recipes: Mapping[str, Mapping[str, Any] | None], where: str = "amortize.student.variants"
+                     ) -> tuple[Variant, ...]:
+    """The student `Variant`s of a recipe block (each with the distillation objective)."""
+    built = tuple(variant(name, {**DISTILL, **(recipe or {})}, f"{where}.{name}") for name, recipe in recipes.items())
+    if not built:
+        raise ValueError(f"parameter {where} is empty: name at least one student variant")
+    return built
+
+
+@dataclass(frozen=True)
+class AmortizeSettings:
+    """One amortization: the teacher, the student variants and their training, how many texts, the held-out
+    evaluation, and the student's rationale share."""
+
+    teacher: Teacher = field(default_factory=lambda: Teacher("kernel_shap", {"n_samples": 200, "seed": 0}))
+    variants: tuple[Variant, ...] = field(default_factory=lambda: student_variants(DEFAULT_VARIANTS))
+    training: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAINING))
+    max_texts: int | None = 4000  # texts the teacher explains for training (a seeded sample of them when more)
+    held_out_texts: int = 200  # further texts, never trained on, on which fidelity, faithfulness and cost are measured
+    cost_texts: int = 24  # of the held-out texts: those the teacher's own throughput is timed on
+    reference_factor: int = 10  # the reference teacher's budget, as a multiple of the training budget (0: none)
+    val_fraction: float = 0.15  # of the training texts: the student's early-stopping slice
+    part_size: int = 64  # texts per resumable teacher part
+    batch_size: int = 16
+    max_length: int = 128
+    layer: int = -1
+    rho: float = 0.2  # the top-k share of the words a student's (and its teacher's) rationale marks in `explain`
+    faithfulness_fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5)
+    top_k_fractions: tuple[float, ...] = (0.1, 0.2)
+    n_boot: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for key in ("held_out_texts", "cost_texts", "reference_factor", "part_size", "batch_size", "max_length"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "reference_factor" else 1):
+                raise ValueError(f"parameter amortize.{key}={value!r}: must be a positive integer")
+        if self.max_texts is not None and (not isinstance(self.max_texts, int) or self.max_texts < 2):
+            raise ValueError(f"parameter amortize.max_texts={self.max_texts!r}: must be null or an integer of 2 or more")
+        if not 0 < self.rho <= 1:
+            raise ValueError(f"parameter amortize.rho={self.rho!r}: must be in (0, 1]")
+        self.training_settings()
+
+    def training_settings(self) -> TrainingSettings:
+        return dataclass_from(TrainingSettings, self.training, "amortize.student.training", seed=self.seed)
+
+    @property
+    def feature_sets(self) -> list[str]:
+        """Every feature set a student variant reads (one signal pass computes them all)."""
+        return list(dict.fromkeys(s for v in self.variants for s in v.feature_sets))
+
+
+SETTING_KEYS = tuple(f.name for f in fields(AmortizeSettings) if f.name not in ("teacher", "variants", "training"))
+
+
+def amortize_settings(amortize: Mapping[str, Any] | None, layer: int) -> AmortizeSettings:
+    """`params:amortize` merged onto the defaults, reading the explained layer (`params:explained_layer`); its
+    `mlflow` block is where a pipeline run logs (the tracking hook), not how a student is made."""
+    values = block(amortize or {}, "amortize", (), (*SETTING_KEYS, "teacher", "student", "mlflow"))
+    values.pop("mlflow", None)
+    teacher = values.pop("teacher", None)
+    student = block(values.pop("student", None) or {}, "amortize.student", (), ("variants", "training"))
+    settings = AmortizeSettings(**{key: tuple(v) if isinstance(v, list) else v for key, v in values.items()},
+                                layer=int(layer))
+    if teacher is not None:
+        teacher = block(teacher, "amortize.teacher", ("method",), ("settings",))
+        settings = replace(settings, teacher=Teacher(teacher["method"], dict(teacher.get("settings") or {})))
+    if student.get("variants") is not None:
+        settings = replace(settings, variants=student_variants(student["variants"]))
+    if student.get("training") is not None:
+        settings = replace(settings, training={**DEFAULT_TRAINING, **student["training"]})
+    return settings

@@ -1,0 +1,206 @@
+"""A cross-task fold's learned explainers (SPEC §6, ExpNet+): the paper's ExpNet trained on the training tasks'
+attention features, every ExpNet+ candidate validated by leaving one training task out and retrained on them all,
+the chosen variant with the best shape-free one beside it, and the ablation table over the held-out rationale set.
+Every table here is a training task's (or the held-out task's) token rows; the held-out task's labels are only
+read by the ablation, after every choice is made."""
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import pandas as pd
+import torch
+
+from learned_attribution.core.explainers.apply import explain_examples, resolve_method
+from learned_attribution.core.models.artifacts import explainer_context
+from learned_attribution.core.models.features import feature_names
+from learned_attribution.core.models.learned import LearnedModel, best_shape_free, fit_variant, select_variant
+from learned_attribution.core.models.signals import FEATURE_SETS, columns_for, token_vocabulary
+from learned_attribution.core.tasks import FOLD_PREFIX
+
+from ..config import ComputeSettings, ExpnetPlusRecipes, ExpnetRecipe, ScoringSettings
+from .cost import Timed, cost_table, timed_forward
+from .protocol import (as_learned_row, expensive_sample, learned_rationale_scores, matched_baselines,
+                       scored_examples)
+
+logger = logging.getLogger(__name__)
+
+
+def rationale_tokens(table: pd.DataFrame, role: str) -> pd.DataFrame:
+    """Tokens of the `role` examples with a non-empty rationale, predicted right or wrong."""
+    rows = table[table["role"] == role]
+    return rows[rows.groupby("example_id")["token_label"].transform("sum") > 0]
+
+
+def training_tokens(table: pd.DataFrame, role: str) -> pd.DataFrame:
+    """Tokens of correctly predicted examples with a non-empty rationale (SPEC §1, §4). A training task
+    without any is an error: a fold trained silently on one task would report wrong numbers."""
+    kept = rationale_tokens(table[table["correct"]], role)
+    if kept.empty:
+        task = table["task"].iloc[0] if len(table) else "a training task"
+        raise ValueError(f"{task} contributes no {role} token rows (correctly predicted, with a rationale) to this "
+                         f"fold ({len(table)} token rows read): its feature or signal partitions are incomplete "
+                         "or empty; rerun `kedro run --pipeline classifiers` for it")
+    return kept
+
+
+def check_training_tasks(tables: Sequence[pd.DataFrame], what: str) -> None:
+    """A fold is trained on one or more training tasks, each read once (a task wired twice would weigh double)."""
+    tasks = [table["task"].iloc[0] for table in tables]
+    if not tasks or len(set(tasks)) != len(tasks):
+        raise ValueError(f"a fold needs the {what} of one or more distinct training tasks, got tasks {tasks}")
+
+
+def fold_context(classifier, fold: str, training_tasks: Sequence[str], rho: float, layer: int, encoder: str,
+                 max_length: int) -> dict:
+    """The `context` a fold's learned explainers are saved with (`models/artifacts.explainer_context`)."""
+    return explainer_context(classifier.model, classifier.tokenizer, fold=fold,
+                             held_out_task=fold.removeprefix(FOLD_PREFIX), training_tasks=sorted(training_tasks),
+                             encoder=encoder, layer=layer, rho=rho, max_length=max_length)
+
+
+def train_paper_expnet(tables: Sequence[pd.DataFrame], recipe: ExpnetRecipe, classifier, *, fold: str, layer: int,
+                       encoder: str, max_length: int, device: torch.device
+                       ) -> tuple[LearnedModel, pd.DataFrame, dict[str, float]]:
+    """The paper's ExpNet on the training tasks' rationale_train tokens of their attention features (`tables`, one
+    per training task; correct predictions only), stopping early on their rationale_val tokens by its declared
+    rule, its threshold calibrated there, and the top-k budget rho fixed as the mean rationale density of the
+    training tasks (the held-out labels are never read). The held-out task's `classifier` is only read for its
+    shape, recorded in the saved explainer's context. Returns the model, its history and the fold's budget."""
+    check_training_tasks(tables, "attention features")
+    n_heads = sum(c.startswith("cls_to_tok_h") for c in tables[0].columns)
+    train = pd.concat([training_tokens(t, "rationale_train") for t in tables], ignore_index=True)
+    val = pd.concat([training_tokens(t, "rationale_val") for t in tables], ignore_index=True)
+    for table in tables:
+        task = table["task"].iloc[0]
+        for role in ("rationale_train", "rationale_val"):
+            rows = table[table["role"] == role]
+            logger.info("%s %s: %d of %d examples predicted correctly and kept for ExpNet", task, role,
+                        rows.loc[rows["correct"], "example_id"].nunique(), rows["example_id"].nunique())
+    densities = train.groupby("task")["token_label"].mean()
+    rho = float(densities.mean())
+    model = fit_variant(recipe.variant, train, val, columns=feature_names(n_heads), rho=rho,
+                        settings=recipe.training, device=device)
+    model.threshold = recipe.threshold
+    model.context = fold_context(classifier, fold, list(densities.index), rho, layer, encoder, max_length)
+    budget = {"rho": rho, "threshold": model.threshold, "calibrated_threshold": model.calibrated_threshold,
+              **{f"density_{task}": float(d) for task, d in densities.items()},
+              "n_train_tokens": int(len(train)), "n_val_tokens": int(len(val))}
+    logger.info("ExpNet budget and thresholds: %s", budget)
+    history = pd.DataFrame(model.history).drop(columns=["member_val_auroc"], errors="ignore")
+    return model, history, budget
+
+
+def signal_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """A training task's ExpNet+ token rows: `train`/`val` (correct predictions with a non-empty rationale, as for
+    ExpNet: what the networks train and stop early on), `val_all` (every validation example with a rationale,
+    mispredicted ones too: what the selection scores, as the held-out test set is scored) and `unlabeled` (every
+    rationale token row, signals only)."""
+    return {"train": training_tokens(table, "rationale_train"), "val": training_tokens(table, "rationale_val"),
+            "val_all": rationale_tokens(table, "rationale_val"), "unlabeled": table.drop(columns=["token_label"])}
+
+
+def candidate_columns(first: pd.DataFrame, recipes: ExpnetPlusRecipes) -> dict[str, list[str]]:
+    """Each candidate's input columns, read off a signal table's shape (its heads and layers); a table lacking a
+    feature set's columns is an error."""
+    n_heads = sum(c.startswith("cls_to_tok_h") for c in first.columns)
+    n_layers = sum(c.startswith("raw_attention_l") for c in first.columns)
+    missing = set(columns_for(FEATURE_SETS, n_heads, n_layers)) - set(first.columns)
+    if missing:
+        raise ValueError(f"explainer signals lack columns {sorted(missing)}: rerun the classifiers pipeline")
+    return {v.name: columns_for(v.feature_sets, n_heads, n_layers) for v in recipes.variants}
+
+
+def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: ExpnetPlusRecipes,
+                       device: torch.device) -> pd.DataFrame:
+    """Leave-one-training-task-out validation of every ExpNet+ candidate on the fold's training tasks (`training`:
+    each one's signal table; the held-out task is not an argument); the best mean validation AUROC is chosen."""
+    parts = [signal_tables(table) for table in training]
+    check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
+    columns = candidate_columns(training[0], recipes)
+    tables = {p["unlabeled"]["task"].iloc[0]: p for p in parts}
+    selection = select_variant(recipes.variants, tables, columns, rho, recipes.training, device)
+    means = selection[selection["direction"] == "mean"]
+    logger.info("ExpNet+ selection (mean validation AUROC over the left-out training tasks):\n%s",
+                means[["variant", "val_auroc"]].round(4).to_string(index=False))
+    return selection
+
+
+def fit_expnet_plus(training: Sequence[pd.DataFrame], held_out: pd.DataFrame, budget: dict[str, float],
+                    recipes: ExpnetPlusRecipes, classifier, *, fold: str, layer: int, encoder: str, max_length: int,
+                    device: torch.device) -> dict[str, LearnedModel]:
+    """Every ExpNet+ candidate retrained on all the training tasks (early stopping on their validation rows) for the
+    held-out classifier, whose signals (`held_out`) enter unlabeled (its token labels are dropped here; the
+    `classifier` is only read for its shape, recorded in each saved variant's context)."""
+    parts = [signal_tables(table) for table in training]
+    check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
+    columns = candidate_columns(training[0], recipes)
+    train = pd.concat([p["train"] for p in parts], ignore_index=True)
+    val = pd.concat([p["val"] for p in parts], ignore_index=True)
+    target = held_out.drop(columns=["token_label"])
+    stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
+    context = fold_context(classifier, fold, sorted(train["task"].unique()), budget["rho"], layer, encoder, max_length)
+    models = {}
+    for variant in recipes.variants:
+        model = fit_variant(variant, train, val, target=target, stats_tables=stats, columns=columns[variant.name],
+                            rho=budget["rho"], settings=recipes.training, device=device)
+        model.threshold = budget["threshold"]
+        model.context = context | {"variant": variant.name}
+        models[variant.name] = model
+    return models
+
+
+def chosen_expnet_plus(models: dict[str, LearnedModel], selection: pd.DataFrame) -> tuple[LearnedModel, LearnedModel]:
+    """The variant the selection chose (retrained on the training tasks), and the best-ranked shape-free variant
+    beside it (what the fold applies to a classifier of another family or shape; the chosen one itself when it is
+    shape-free). Candidates without a shape-free variant are an error: a fold must explain any supported
+    classifier."""
+    chosen = models[selection.loc[selection["selected"], "variant"].iloc[0]]
+    shape_free = best_shape_free(selection, {name: model.variant for name, model in models.items()})
+    if shape_free is None:
+        raise ValueError("parameter crosstask.expnet_plus.candidates has no shape-free variant (feature sets among "
+                         "models/signals.py SHAPE_FREE_SETS): a fold keeps one to explain classifiers of other shapes")
+    return chosen, models[shape_free]
+
+
+def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, held_out: pd.DataFrame,
+                   examples: pd.DataFrame, fold_metrics: pd.DataFrame, rho: float, scoring: ScoringSettings, *,
+                   fold: str) -> pd.DataFrame:
+    """Every variant on the held-out rationale test `examples` (scored from the held-out classifier's signal table
+    `held_out`): AUROC, AUPRC, matched-budget and own-rule F1 with bootstrap 95% intervals and each seed's own
+    network (`learned_rationale_scores`), its validation AUROC and whether it was selected; beside them the best
+    baseline (by AUROC, matched, among the methods run on every example) and the two floors of the fold's metrics."""
+    validation = selection[selection["direction"] == "mean"].set_index("variant")
+    rows = []
+    for name, model in models.items():
+        rows.append({"fold": fold, "variant": name, "description": model.variant.describe(),
+                     "selected": bool(validation.at[name, "rank"] == 1), "shape_free": model.shape_free,
+                     "val_auroc": validation.at[name, "val_auroc"],
+                     **learned_rationale_scores(model, held_out, examples, rho, scoring)})
+    best = matched_baselines(fold_metrics).sort_values("auroc", ascending=False).head(1)
+    floors = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["family"] == "floor")]
+    for _, reference in pd.concat([best, floors]).iterrows():
+        label = "best baseline" if reference["family"] != "floor" else "floor"
+        rows.append({"fold": fold, "variant": f"{reference['method']} ({label})", "description": label,
+                     "selected": False, **as_learned_row(reference)})
+    return pd.DataFrame(rows)
+
+
+def variant_cost(classifier, predictions: pd.DataFrame, variants: dict[str, LearnedModel], scoring: ScoringSettings,
+                 n_examples: int, compute: ComputeSettings) -> pd.DataFrame:
+    """Throughput of every ExpNet+ variant (the whole explainer: its signal pass and its networks) as a ratio to a
+    plain forward pass, both timed on the same seeded sample of `n_examples` rationale test examples, with the
+    fold's batches. The chosen variant's full-set figure is in the fold's cost table; this puts the others on the
+    cost chart."""
+    compute.place(classifier.model)
+    examples = scored_examples(predictions, scoring)
+    examples = examples[examples["example_id"].isin(expensive_sample(examples, n_examples, scoring.seed))]
+    vocabulary = token_vocabulary(classifier.tokenizer)
+    methods = {name: resolve_method("expnet_plus", learned={"expnet_plus": model}, layer=scoring.layer,
+                                    vocabulary=vocabulary) for name, model in variants.items()}
+    timed_forward(classifier, examples.head(scoring.batch_size), scoring.batch_size)  # warm-up
+    forward = timed_forward(classifier, examples, scoring.batch_size)
+    run = explain_examples(classifier.model, classifier.tokenizer, examples, methods, scoring.batch_size)
+    table = cost_table([Timed(name, len(examples), seconds) for name, seconds in run.seconds.items()],
+                       {len(examples): forward})
+    return table.rename(columns={"method": "variant"})

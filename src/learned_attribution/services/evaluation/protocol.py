@@ -1,0 +1,291 @@
+"""The scoring protocol (SPEC §8-9), one for every rationale set: which examples are scored, every method explained on
+them (the expensive ones on a seeded sample, on Dask where configured), and one metric schema (`METRIC_COLUMNS`:
+per method, rule and subset, with bootstrap 95% intervals and the floors). The folds, evaluate_external, transfer,
+the ExpNet+ ablation and the students' plausibility all score through `score_methods`."""
+from __future__ import annotations
+
+import logging
+from contextlib import nullcontext
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from learned_attribution.core.explainers.apply import ExplainRun, explain_examples, resolve_method
+from learned_attribution.core.metrics.plausibility import (all_tokens_masks, bootstrap_ci, budget_k, evaluate,
+                                                           finite_scores, random_scores, threshold_mask, top_k_mask)
+from learned_attribution.core.models.learned import LearnedModel, score_examples
+from learned_attribution.core.models.signals import token_vocabulary
+
+from ..config import ComputeSettings, ScoringSettings
+from ..distributed import dask_client, explain_on_dask
+from .cost import FORWARD, Timed, cost_table, timed_forward
+from .faithfulness import faithfulness_rows, scored
+
+logger = logging.getLogger(__name__)
+
+METRIC_COLUMNS = ["fold", "held_out_task", "method", "family", "rule", "subset", "n_examples", "f1", "precision",
+                  "recall", "f1_micro", "auroc", "auroc_pooled", "auprc", "f1_low", "f1_high", "auroc_low",
+                  "auroc_high", "auprc_low", "auprc_high", "classifier_accuracy", "n_auroc_undefined",
+                  "n_constant_scores", "n_nonfinite_scores", "comprehensiveness", "sufficiency"]
+NOT_BASELINES = ("floor", "learned", "amortized")  # the families `matched_baselines` leaves out
+
+
+def rationale_test_examples(predictions: pd.DataFrame, role: str = "rationale_test", max_examples: int | None = None,
+                            seed: int = 0) -> pd.DataFrame:
+    """Rationale examples with at least one positive token (SPEC §1); a seeded sample if capped."""
+    rows = predictions[predictions["role"] == role]
+    has_rationale = rows["token_labels"].map(lambda labels: labels is not None and int((np.asarray(labels) == 1).sum()) > 0)
+    rows = rows[has_rationale]
+    if max_examples and len(rows) > max_examples:
+        rows = rows.sample(n=max_examples, random_state=seed).sort_index()
+    return rows.reset_index(drop=True)
+
+
+def scored_examples(predictions: pd.DataFrame, scoring: ScoringSettings) -> pd.DataFrame:
+    """The rationale test examples a scoring protocol reads (its cap and seed)."""
+    return rationale_test_examples(predictions, max_examples=scoring.max_test_examples, seed=scoring.seed)
+
+
+def expensive_sample(examples: pd.DataFrame, size: int | None, seed: int) -> list[str]:
+    """Seeded subset of the held-out examples on which the expensive methods (and faithfulness) run."""
+    ids = examples["example_id"]
+    if size is None or size >= len(ids):
+        return ids.tolist()
+    return ids.sample(n=size, random_state=seed).tolist()
+
+
+def gold_labels(token_labels: Sequence[int]) -> np.ndarray:
+    """0/1 labels over non-special tokens (special tokens carry -100 and are dropped)."""
+    labels = np.asarray(token_labels)
+    return labels[labels != -100].astype(int)
+
+
+def method_masks(scores: list[np.ndarray], rho: float, threshold: float | None = None) -> list[np.ndarray]:
+    """Masks under a rule: with a `threshold`, a learned explainer's own rule (with the one-token
+    fallback); without, top-k with k = round(rho * n) (the matched budget, and score methods' own rule)."""
+    if threshold is not None:
+        return [threshold_mask(s, threshold) for s in scores]
+    return [top_k_mask(finite_scores(s), budget_k(len(s), rho)) for s in scores]
+
+
+def score_method(scores: list[np.ndarray], gold: list[np.ndarray], masks: list[np.ndarray], n_boot: int,
+                 seed: int) -> dict[str, Any]:
+    """Summary numbers of one method with bootstrap 95% intervals over examples."""
+    result = evaluate(scores, gold, masks)
+    row = result.summary()
+    for metric in ("f1", "auroc", "auprc"):
+        row[f"{metric}_low"], row[f"{metric}_high"] = bootstrap_ci(result.per_example[metric].to_numpy(), n_boot, seed)
+    return row
+
+
+def method_rows(scores: list[np.ndarray], gold: list[np.ndarray], rho: float, rules: Mapping[str, float | None],
+                n_boot: int, seed: int) -> dict[str, dict[str, Any]]:
+    """One method's metrics under each rule (rule name -> threshold; None: top-k at the budget rho), each with
+    bootstrap 95% intervals over examples."""
+    return {rule: score_method(scores, gold, method_masks(scores, rho, threshold), n_boot, seed)
+            for rule, threshold in rules.items()}
+
+
+def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float,
+                  thresholds: Mapping[str, Mapping[str, float]], fold: str, held_out_task: str, n_boot: int,
+                  seed: int, sample_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """The metrics table (`METRIC_COLUMNS`) of one rationale set: every method x rule x subset, plus the floors.
+
+    Subsets: `all` rationale examples, the `correct`ly predicted ones and the `incorrect`ly predicted ones (whose
+    explanations are of the wrong class: signed signals flip there), and, when `sample_ids` is given,
+    the seeded `sample` on which the expensive methods ran (every method is scored there too, so
+    that comparisons with them are like for like). A method is scored on the examples of the subset
+    it explained; `n_examples` says how many.
+    `thresholds` maps each learned explainer to its own rules: rule name (e.g. "own" -> 0.5,
+    "own_calibrated" -> its validation-calibrated threshold) -> threshold. Other methods' own rule is top-k.
+    """
+    examples = examples.set_index("example_id")
+    rows = []
+    correct = examples["correct"].to_numpy(bool)
+    subsets = {"all": examples.index, "correct": examples.index[correct], "incorrect": examples.index[~correct]}
+    if sample_ids is not None:
+        subsets["sample"] = pd.Index(list(sample_ids))
+    for subset, ids in subsets.items():
+        if len(ids) == 0:
+            continue
+        gold = [gold_labels(examples.at[i, "token_labels"]) for i in ids]
+        base = {"fold": fold, "held_out_task": held_out_task, "subset": subset,
+                "classifier_accuracy": float(examples.loc[ids, "correct"].mean())}
+        lengths = [len(g) for g in gold]
+        randoms = random_scores(lengths, seed)
+        floors = {"all_tokens": ([np.ones(n) for n in lengths], all_tokens_masks(gold)),
+                  "random": (randoms, [top_k_mask(s, budget_k(len(s), rho)) for s in randoms])}
+        for method, (scores, masks) in floors.items():
+            rows.append({**base, "method": method, "family": "floor", "rule": "own",
+                         **score_method(scores, gold, masks, n_boot, seed)})
+        for method, group in token_scores.groupby("method", sort=False):
+            by_id = group.set_index("example_id")
+            present = [i for i in ids if i in by_id.index]
+            if not present:
+                continue
+            scores = [np.asarray(by_id.at[i, "scores"], dtype=float) for i in present]
+            method_gold = [gold_labels(examples.at[i, "token_labels"]) for i in present]
+            rules = {"matched": None, **thresholds.get(method, {"own": None})}
+            for rule, metrics in method_rows(scores, method_gold, rho, rules, n_boot, seed).items():
+                rows.append({**base, "method": method, "family": group["family"].iloc[0], "rule": rule,
+                             "classifier_accuracy": float(examples.loc[present, "correct"].mean()), **metrics})
+    return pd.DataFrame(rows).reindex(columns=METRIC_COLUMNS)
+
+
+def matched_baselines(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The baselines' matched-budget rows on all examples, restricted to methods that explained every
+    example (the expensive methods ran on a sample only, and a sample's AUROC is not comparable); the learned
+    explainers and an amortized student are no baselines."""
+    rows = metrics[(metrics["subset"] == "all") & (metrics["rule"] == "matched")
+                   & ~metrics["family"].isin(NOT_BASELINES)]
+    return rows[rows["n_examples"] == rows["n_examples"].max()]
+
+
+def best_baseline(metrics: pd.DataFrame) -> str | None:
+    """The baseline with the highest AUROC among `matched_baselines` (None when there is none)."""
+    baselines = matched_baselines(metrics)
+    return baselines.sort_values("auroc", ascending=False)["method"].iloc[0] if len(baselines) else None
+
+
+# ----------------------------------------------------------------------------------------------------
+# A rationale test set: explain, faithfulness, score
+# ----------------------------------------------------------------------------------------------------
+
+def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mapping[str, LearnedModel],
+                          scoring: ScoringSettings, compute: ComputeSettings
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The `learned` explainers (name -> model: a fold's `expnet_plus` and `expnet_paper`) and every baseline of
+    the protocol on the rationale test examples of `predictions`, explaining `classifier` on the `compute` device.
+    The expensive methods run on the seeded sample only (all examples when its size is null); with a Dask cluster
+    (`compute.dask`), its methods (default: the expensive ones) run as Dask tasks (`services/distributed.py`).
+    Returns the token scores (one row per example and method, with gold labels and the `in_sample` flag), the
+    failures and the cost table (examples per second, and where they ran)."""
+    compute.place(classifier.model)
+    dask = compute.dask
+    examples = scored_examples(predictions, scoring)
+    sample = set(expensive_sample(examples, scoring.expensive_sample_size, scoring.seed))
+    remote = [] if dask is None else list(dask.methods if dask.methods is not None else scoring.expensive)
+    vocabulary = token_vocabulary(classifier.tokenizer)
+    names = [n for n in [*learned, *scoring.baselines] if n not in remote]
+    methods = {name: resolve_method(name, learned=dict(learned), layer=scoring.layer, vocabulary=vocabulary,
+                                    settings=scoring.baselines.get(name)) for name in names}
+    sampled = examples[examples["example_id"].isin(sample)]
+    where: dict[str, str] = {}
+    runs: list[ExplainRun] = []
+    with dask_client(dask) if remote else nullcontext() as client:  # one cluster for the node
+        for subset, rows in (("all", examples), ("sample", sampled)):
+            local = {n: m for n, m in methods.items() if (n in scoring.expensive) == (subset == "sample")}
+            if local:
+                runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, scoring.batch_size))
+                where.update(dict.fromkeys(local, f"in process ({compute.device})"))
+            distributed = {n: scoring.baselines[n] for n in remote if (n in scoring.expensive) == (subset == "sample")}
+            if distributed:
+                runs.append(explain_on_dask(client, classifier, rows, distributed, scoring.batch_size, dask))
+                where.update(dict.fromkeys(distributed, dask.describe()))
+    gold = examples[["example_id", "label", "predicted", "correct", "token_labels"]].copy()
+    gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
+    gold["in_sample"] = gold["example_id"].isin(sample)
+    scores = pd.concat([r.scores for r in runs], ignore_index=True).merge(gold.drop(columns="token_labels"),
+                                                                        on="example_id")
+    n_explained = scores.groupby("method")["example_id"].nunique()
+    forward_seconds = timed_forward(classifier, examples, scoring.batch_size)
+    cost = cost_table([Timed(m, int(n_explained.get(m, 0)), s, where[m]) for r in runs for m, s in r.seconds.items()]
+                      + [Timed(FORWARD, len(examples), forward_seconds, f"in process ({compute.device})")],
+                      {len(examples): forward_seconds})
+    failures = pd.concat([r.failures for r in runs], ignore_index=True)
+    return scores, failures, cost
+
+
+def sample_faithfulness(classifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
+                        scoring: ScoringSettings, compute: ComputeSettings) -> pd.DataFrame:
+    """ERASER comprehensiveness and sufficiency (AOPC) of every method on the examples flagged `in_sample`, on the
+    `compute` device, or as Dask tasks with a Dask cluster."""
+    compute.place(classifier.model)
+    sampled = token_scores[token_scores["in_sample"]]
+    input_ids = predictions.drop_duplicates("example_id").set_index("example_id")["input_ids"]
+    methods = {method: scored(rows, input_ids) for method, rows in sampled.groupby("method", sort=False)}
+    return faithfulness_rows(classifier, methods, scoring.faithfulness_fractions, scoring.faithfulness_batch_size,
+                             compute.dask)
+
+
+def score_rationale_set(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
+                        rho: float, thresholds: Mapping[str, Mapping[str, float]], scoring: ScoringSettings, *,
+                        fold: str, held_out_task: str) -> pd.DataFrame:
+    """Plausibility of every method under its own rule (`thresholds`: each learned explainer's) and the matched
+    budget `rho`, on all examples, the correctly and incorrectly predicted ones and the expensive methods' sample,
+    with the two floors and bootstrap 95% intervals; faithfulness (AOPC) beside the sample rows."""
+    examples = scored_examples(predictions, scoring)
+    sample_ids = token_scores.loc[token_scores["in_sample"], "example_id"].unique()
+    metrics = score_methods(token_scores, examples, rho, thresholds, fold, held_out_task, scoring.n_boot,
+                            scoring.boot_seed, sample_ids=sample_ids)
+    aopc = faithfulness.groupby("method")[["comprehensiveness", "sufficiency"]].mean().reset_index()
+    aopc["subset"] = "sample"
+    metrics = (metrics.drop(columns=["comprehensiveness", "sufficiency"])
+               .merge(aopc, on=["method", "subset"], how="left").reindex(columns=METRIC_COLUMNS))
+    headline = metrics[(metrics["subset"] == "all") & (metrics["rule"].isin(["matched", "own"]))]
+    logger.info("%s:\n%s", fold, headline[["method", "rule", "n_examples", "f1", "auroc", "auprc"]]
+                .round(3).to_string(index=False))
+    return metrics
+
+
+def learned_thresholds(budget: Mapping[str, float], expnet_plus: LearnedModel) -> dict[str, dict[str, float]]:
+    """A fold's learned explainers' own rules: the fixed threshold and each one's calibrated threshold."""
+    return {"expnet_paper": {"own": budget["threshold"], "own_calibrated": budget["calibrated_threshold"]},
+            "expnet_plus": {"own": budget["threshold"], "own_calibrated": expnet_plus.calibrated_threshold}}
+
+
+# ----------------------------------------------------------------------------------------------------
+# A learned explainer scored from its classifier's stored signals (the ablation, transfer)
+# ----------------------------------------------------------------------------------------------------
+
+LEARNED_RULES = ("matched", "own", "own_calibrated")
+
+
+def learned_rationale_scores(model: LearnedModel, signals: pd.DataFrame, examples: pd.DataFrame, rho: float,
+                             scoring: ScoringSettings) -> dict[str, Any]:
+    """A trained learned explainer scored on rationale `examples` from its classifier's signal rows `signals` (the
+    network reads them; no model pass), as `score_methods` scores a method: n_examples, AUROC, AUPRC and
+    matched-budget F1 (rho) with bootstrap 95% intervals, own-rule F1 at 0.5 and at its calibrated threshold (the
+    ablation's columns `f1_<rule>`), each seed's own AUROC and matched F1 (mean, sd, min, max), a convex stack's
+    five largest weights, the gates."""
+    gold_by_id = {i: gold_labels(t) for i, t in zip(examples["example_id"], examples["token_labels"])}
+    table = signals[signals["example_id"].isin(gold_by_id)]
+    scored_rows = score_examples(model, table)
+    scores = [np.asarray(s, dtype=float) for s in scored_rows["scores"]]
+    gold = [gold_by_id[i] for i in scored_rows["example_id"]]
+    rules = dict(zip(LEARNED_RULES, (None, 0.5, model.calibrated_threshold)))
+    by_rule = method_rows(scores, gold, rho, rules, scoring.n_boot, scoring.boot_seed)
+    row: dict[str, Any] = {"n_examples": len(scores)}
+    for rule, metrics in by_rule.items():
+        if rule == "matched":
+            row.update({k: metrics[k] for k in ("auroc", "auroc_low", "auroc_high", "auprc", "auprc_low", "auprc_high")})
+        row.update({f"f1_{rule}": metrics["f1"], f"f1_{rule}_low": metrics["f1_low"],
+                    f"f1_{rule}_high": metrics["f1_high"]})
+    seed_metrics = []
+    for member in range(model.n_members):
+        member_scores = [np.asarray(s, dtype=float) for s in score_examples(model, table, member)["scores"]]
+        seed_metrics.append(evaluate(member_scores, gold, method_masks(member_scores, rho)).summary())
+    seed_metrics = pd.DataFrame(seed_metrics).rename(columns={"f1": "f1_matched"})
+    row["seeds"] = model.n_members
+    for metric in ("auroc", "f1_matched"):
+        values = seed_metrics[metric]
+        row.update({f"{metric}_seed_mean": values.mean(), f"{metric}_seed_sd": values.std(ddof=0),
+                    f"{metric}_seed_min": values.min(), f"{metric}_seed_max": values.max()})
+    weights = pd.Series(model.stack_weights(), dtype=float).sort_values(ascending=False).head(5)
+    row.update({"calibrated_threshold": model.calibrated_threshold, "best_epoch": model.best_epoch,
+                "n_pseudo_examples": model.n_pseudo_examples,
+                "stack_weights": ", ".join(f"{name} {weight:.2f}" for name, weight in weights.items()),
+                **model.gates()})
+    return row
+
+
+REFERENCE_COLUMNS = [f"{metric}{end}" for metric in ("auroc", "auprc") for end in ("", "_low", "_high")]
+
+
+def as_learned_row(metrics_row: pd.Series) -> dict[str, Any]:
+    """A matched-budget row of the metric schema in the learned-explainer table's columns (`f1` as `f1_matched`):
+    a baseline or floor placed beside the variants of an ablation or transfer table."""
+    return {"n_examples": metrics_row["n_examples"], **{c: metrics_row[c] for c in REFERENCE_COLUMNS},
+            "f1_matched": metrics_row["f1"], "f1_matched_low": metrics_row["f1_low"],
+            "f1_matched_high": metrics_row["f1_high"]}

@@ -1,0 +1,105 @@
+"""The amortized students' reports: one student's page, the summary over the task classifiers, and the students
+table of docs/results.md and README."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .tables import interval_text, markdown_table, table_lines, with_intervals
+
+STUDENT_COLUMNS = ["task (teacher texts, held-out texts)", "Spearman with the reference: student",
+                   "teacher (its labels)", "student beats its labels",
+                   "student with its labels, on its training texts", "comprehensiveness: student", "teacher",
+                   "saliency", ">= 0.9x teacher and > saliency", "throughput (x forward): student", "teacher",
+                   "AUROC: student", "saliency", "ExpNet+"]
+
+def report_markdown(result, settings, title: str) -> str:
+    """The amortization's report: the student variants, fidelity, faithfulness and cost tables, with intervals."""
+    top = [f"top{round(100 * f)}" for f in settings.top_k_fractions]
+    reference = settings.teacher.at_budget(settings.reference_factor).describe()
+    lines = [f"# {title}", "",
+             f"Teacher {settings.teacher.describe()} on {result.n_train} unlabeled training texts; {result.n_held_out} "
+             f"held-out texts for everything below ({len(result.skipped)} texts skipped as too short, "
+             f"{len(result.failures)} teacher failures). Intervals: bootstrap 95% over texts.", "",
+             "## Student variants (validation Spearman with the teacher's labels)", "",
+             markdown_table(result.variants.round(4)), "",
+             f"## Fidelity against the reference teacher, {reference}", "",
+             "Per-text Spearman correlation and top-k overlap (k = 10% and 20% of the tokens). The teacher's row is "
+             "its own agreement, at the training budget, with the reference: the student beats its labels where its "
+             "row is higher.", "",
+             markdown_table(with_intervals(result.fidelity, ["spearman", *top])) if len(result.fidelity) else
+             "(no reference: reference_factor 0)", "",
+             "## Faithfulness (ERASER AOPC, predicted class)", "",
+             markdown_table(with_intervals(result.faithfulness, ["comprehensiveness", "sufficiency"])), "",
+             "## Cost (examples per second; ratio to a plain forward pass over the same texts, one run)", "",
+             markdown_table(result.cost.round(4)), ""]
+    return "\n".join(lines)
+
+
+def amortize_summary(*tables: pd.DataFrame) -> str:
+    """data/08_reporting/amortize.md: per task classifier, fidelity, faithfulness, cost and plausibility (the tables
+    come in groups of four, task by task)."""
+    lines = ["# Amortized students", "",
+             "Per task classifier: a student trained on the teacher's attributions of the task's unlabeled training "
+             "texts, scored on further held-out texts (fidelity to a reference teacher at reference_factor x the "
+             "budget, ERASER faithfulness, throughput) and on the rationale test set (plausibility, beside the "
+             "fold's rows). Intervals: bootstrap 95%.", ""]
+    for start in range(0, len(tables), 4):
+        fidelity, faithfulness, cost, plausibility = tables[start:start + 4]
+        task = plausibility["held_out_task"].iloc[0]
+        lines += [f"## {task}", ""]
+        for title, table, metrics in (("Fidelity", fidelity, ("spearman", "top10", "top20")),
+                                      ("Faithfulness", faithfulness, ("comprehensiveness", "sufficiency"))):
+            if len(table):
+                lines += [f"### {title}", "", markdown_table(with_intervals(table, metrics)), ""]
+        lines += ["### Cost", "", markdown_table(cost.round(4)), ""]
+        rows = plausibility[(plausibility["subset"] == "all") & (plausibility["rule"] == "matched")]
+        lines += ["### Plausibility (rationale test set, matched budget)", "",
+                  markdown_table(with_intervals(rows, ("auroc", "f1"))), ""]
+    return "\n".join(lines)
+
+
+STUDENT_TABLES = ("variants", "fidelity", "faithfulness", "cost", "plausibility")
+
+
+def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
+    """Markdown: per task classifier, its amortized student beside its teacher: Spearman with the
+    reference teacher on the held-out texts (the teacher's own at the training budget beside it; the student's with
+    its labels on its own training texts, which says whether it underfits), comprehensiveness
+    AOPC (student, teacher, saliency), throughput as a ratio to a forward pass, and AUROC on the rationale test set
+    (student, saliency, ExpNet+), with 95% intervals; beside the task, the texts the student
+    learned from (its teacher's labelled training and validation texts) and the held-out texts."""
+    lines = []
+    for task, tables in students.items():
+        def row(name: str, method: str, prefix: bool = False) -> pd.Series | None:
+            table = tables[name]
+            chosen = table[table["method"].astype(str).str.startswith(method)] if prefix else \
+                table[table["method"] == method]
+            return chosen.iloc[0] if len(chosen) else None
+
+        def shown(record, metric: str) -> str:
+            return "" if record is None else interval_text(record, metric)
+
+        plausible = tables["plausibility"]
+        plausible = plausible[(plausible["subset"] == "all") & (plausible["rule"] == "matched")]
+        auroc = {m: plausible[plausible["method"] == m] for m in ("student", "saliency", "expnet_plus")}
+        student, teacher = row("fidelity", "student"), row("fidelity", "teacher", prefix=True)
+        beats = "" if student is None or teacher is None else ("yes" if student["spearman"] > teacher["spearman"]
+                                                               else "no")
+        cost = tables["cost"].set_index("method")["ratio_to_forward"]
+        teacher_cost = next((v for m, v in cost.items() if str(m).startswith("teacher")), float("nan"))
+        faithful = {m: row("faithfulness", m, prefix=m == "teacher") for m in ("student", "teacher", "saliency")}
+        met = "" if any(v is None for v in faithful.values()) else (
+            "yes" if faithful["student"]["comprehensiveness"] >= 0.9 * faithful["teacher"]["comprehensiveness"]
+            and faithful["student"]["comprehensiveness"] > faithful["saliency"]["comprehensiveness"] else "no")
+        selected = tables["variants"][tables["variants"]["selected"].astype(bool)]
+        chosen = selected.iloc[0] if len(selected) else pd.Series(dtype=object)
+        taught = [str(int(chosen["n_train"] + chosen["n_val"]))] if {"n_train", "n_val"} <= set(chosen.index) else []
+        held_out = [] if student is None else [f"n = {int(student['n_examples'])}"]
+        n_texts = f" ({', '.join(taught + held_out)})" if taught or held_out else ""
+        on_train = f"{chosen['train_spearman']:.3f}" if "train_spearman" in chosen.index else ""
+        lines.append([
+            f"{task}{n_texts}", shown(student, "spearman"), shown(teacher, "spearman"), beats, on_train,
+            *[shown(faithful[m], "comprehensiveness") for m in ("student", "teacher", "saliency")], met,
+            f"{cost.get('student', float('nan')):.3f}", f"{teacher_cost:.4f}",
+            *[interval_text(frame.iloc[0], "auroc") if len(frame) else "" for frame in auroc.values()]])
+    return table_lines(STUDENT_COLUMNS, lines)
