@@ -26,7 +26,7 @@ timings (`--no-batch1` skips it):
   text, each text next to a plain forward pass on that one text, on the first `--batch1-texts` texts (the
   expensive methods on the first `--n-expensive` of those; `n_examples_batch1`);
 - `api_one_text_s`, `captum_one_text_s`, `api_vs_captum_one_text`: for Saliency, Input x Gradient and Integrated
-  Gradients, seconds per text of what the API calls for a method, i.e. `evaluation.make_batch` on one text and
+  Gradients, seconds per text of what the API calls for a method, i.e. `apply.tokenizer_batch` on one text and
   the explainer's `explain(model, batch)` (the whole `FoldExplainer` needs a trained fold; its end-to-end
   batch-1 cost, tokenising and classifying included, is the `api:` rows' `examples_per_s_batch1`), each text
   next to the method's own captum call on it (`LayerGradientXActivation` / `LayerIntegratedGradients` on the
@@ -41,7 +41,6 @@ bar chart) and attribution_targets.csv (the issue's targets, checked).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from dataclasses import asdict, is_dataclass
@@ -92,13 +91,21 @@ def parse_setting(text: str) -> tuple[str, str, object]:
     return method, key, yaml.safe_load(value)
 
 
-def paper_expnet_spec() -> tuple[object, object]:
-    """The paper's ExpNet as the pipeline declares it (`crosstask.expnet` of conf/base/parameters_crosstask.yml): its
-    variant of the one learned-explainer core and its training settings."""
-    from learned_attribution.core.models.learned import TrainingSettings, Variant
+def crosstask_params() -> tuple[dict, dict]:
+    """The pipeline's `crosstask` block (conf/base/parameters_crosstask.yml) and its ExpNet+ variant catalogue
+    (`expnet_plus_variants`, conf/base/parameters_expnet_plus_variants.yml)."""
+    crosstask = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]
+    catalogue = yaml.safe_load((ROOT / "conf/base/parameters_expnet_plus_variants.yml").read_text())
+    return crosstask, catalogue["expnet_plus_variants"]
 
-    spec = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet"]
-    return Variant.from_params("expnet_paper", spec["variant"]), TrainingSettings(**spec["training"])
+
+def paper_expnet_spec(seed: int = 13) -> tuple[object, object]:
+    """The paper's ExpNet as the pipeline declares it (`crosstask.expnet`, parsed as the pipeline parses it): its
+    variant of the one learned-explainer core and its training settings."""
+    from learned_attribution.services.config import expnet_recipe
+
+    recipe = expnet_recipe(crosstask_params()[0], seed)
+    return recipe.variant, recipe.training
 
 
 def quick_expnet(n_features: int, seed: int):
@@ -109,15 +116,15 @@ def quick_expnet(n_features: int, seed: int):
     from learned_attribution.core.models.features import feature_names
     from learned_attribution.core.models.learned import fit_variant
 
-    variant, training = paper_expnet_spec()
+    variant, training = paper_expnet_spec(seed)
     columns = feature_names(n_features // 2)
     rng = np.random.default_rng(seed)
     table = pd.DataFrame(rng.random((2000, len(columns))).astype(np.float32), columns=columns)
     table["token_label"] = (rng.random(2000) < 0.3).astype(np.float32)
     table["example_id"] = np.arange(2000) // 20  # examples of 20 tokens
     table["task"] = "random"
-    return fit_variant(variant, table.iloc[:1600], table.iloc[1600:], target=None, stats_tables={}, columns=columns, rho=0.3,
-                       settings=replace(training, max_epochs=2, seed=seed))
+    return fit_variant(variant, table.iloc[:1600], table.iloc[1600:], target=None, stats_tables={}, columns=columns,
+                       rho=0.3, settings=replace(training, max_epochs=2, seed=seed))
 
 
 def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
@@ -144,10 +151,11 @@ def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
 
 def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
     """{variant name: ExpNet+}: the pipeline's retrained variants when present (`heldout_<task>/
-    expnet_plus_variants`) and readable, else every variant of conf/base/parameters_crosstask.yml with an untrained
-    network and identity input statistics (same cost)."""
+    expnet_plus_variants`) and readable, else every candidate of `crosstask.expnet_plus` (its recipe from the
+    variant catalogue, parsed as the pipeline parses them) with an untrained network and identity input statistics
+    (same cost)."""
     from learned_attribution.core.models.artifacts import load_learned_collection
-    from learned_attribution.core.models.learned import TrainingSettings, Variant
+    from learned_attribution.services.config import expnet_plus_recipes
 
     why = f"{path} not found"
     if path.is_dir():
@@ -155,9 +163,8 @@ def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
             return load_learned_collection(path), f"trained variants {path}"
         except ValueError as error:  # an older artifact format
             why = str(error)
-    specs = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
-    variants = [Variant.from_params(name, settings or {}) for name, settings in specs["variants"].items()]
-    return untrained_explainers(variants, TrainingSettings(**specs["training"]), config, seed), \
+    recipes = expnet_plus_recipes(*crosstask_params(), seed)
+    return untrained_explainers(recipes.variants, recipes.training, config, seed), \
         f"untrained networks ({why}); same cost"
 
 
@@ -179,47 +186,63 @@ def untrained_explainers(variants, training, config, seed: int) -> dict:
 
 def student_models(path: Path, config, seed: int) -> tuple[dict, str]:
     """{variant name: student} (issue 14): the amortize pipeline's student when present (`student_<task>/student`),
-    else every default student variant (`amortize.DEFAULT_VARIANTS`) with an untrained network and identity input
-    statistics (the same cost: a student's cost is its signal pass and its network, not its weights)."""
-    from learned_attribution.services.amortize import DEFAULT_TRAINING, DEFAULT_VARIANTS, student_variants
+    else every default student variant (`AmortizeSettings`' variants and training, services/amortize/settings.py)
+    with an untrained network and identity input statistics (the same cost: a student's cost is its signal pass and
+    its network, not its weights)."""
     from learned_attribution.core.models.artifacts import is_complete, load_learned
-    from learned_attribution.core.models.learned import TrainingSettings
+    from learned_attribution.services.amortize.settings import AmortizeSettings
 
     if is_complete(path):
         student = load_learned(path)
         return {student.variant.name: student}, f"trained student {path}"
-    return untrained_explainers(student_variants(DEFAULT_VARIANTS), TrainingSettings(**DEFAULT_TRAINING), config,
-                                seed), f"untrained networks ({path} not found); same cost"
+    defaults = AmortizeSettings(seed=seed)
+    return untrained_explainers(defaults.variants, defaults.training_settings(), config, seed), \
+        f"untrained networks ({path} not found); same cost"
 
 
 def api_explainer(setup, expnet_training, expnet_plus: dict, layer: int, folder: Path):
     """A `FoldExplainer` (the public API) over the benchmark's classifier and explainers, from a fold folder
-    written to `folder` (the API only reads folders)."""
-    from learned_attribution.adapters.kedro_datasets import TrainedClassifier
+    written to `folder` as the crosstask pipeline writes one (`services/bundle.py`; the API only reads folders)."""
+    from learned_attribution.core.models.artifacts import explainer_context
+    from learned_attribution.core.models.loading import TrainedClassifier
+    from learned_attribution.services.bundle import Bundle, fold_card, write_bundle
     from learned_attribution.services.explain import FoldExplainer
-    from learned_attribution.core.models.artifacts import explainer_context, save_learned
 
-    context = explainer_context(setup.model, setup.tokenizer, fold=f"heldout_{setup.task}", held_out_task=setup.task,
+    fold = f"heldout_{setup.task}"
+    context = explainer_context(setup.model, setup.tokenizer, fold=fold, held_out_task=setup.task,
                                 training_tasks=[], encoder="benchmark", layer=layer, rho=0.3, max_length=512)
     first = next(iter(expnet_plus.values()))
-    for name, explainer in (("expnet_paper", expnet_training), ("expnet_plus", first)):
+    for explainer in (expnet_training, first):
         explainer.context = context
-        save_learned(explainer, folder / name)
-    (folder / "fold.json").write_text(json.dumps({"fold": folder.name, "held_out_task": setup.task, "rho": 0.3,
-                                                  "layer": layer, "best_baseline": "saliency", "baselines": {}}))
+    card = fold_card(fold=fold, best_baseline="saliency", best_baseline_auroc=None, baselines={}, rho=0.3, layer=layer)
+    write_bundle(Bundle(card, {"expnet_plus": first, "expnet_paper": expnet_training}), folder)
     return FoldExplainer(folder, TrainedClassifier(setup.model, setup.tokenizer), device=str(model_device(setup.model)))
 
 
 def words_of(input_ids: Sequence[int], tokenizer) -> list[str]:
-    """The words a WordPiece id sequence spells ([CLS]/[SEP] dropped, `##` pieces joined): the API
-    re-tokenises them into the same ids, so its entries explain the same tokens as the others."""
-    words: list[str] = []
-    for token in tokenizer.convert_ids_to_tokens(list(input_ids)[1:-1]):
-        if token.startswith("##") and words:
-            words[-1] += token[2:]
+    """The words an id sequence spells, its frame tokens ([CLS]/[SEP], <s>/</s>, padding) dropped: its pieces
+    grouped into words by the tokenizer's own word-boundary convention (`architectures.token_convention`: WordPiece's
+    `##` continues a word, byte-level BPE's `Ġ` and SentencePiece's `▁` start one; the first piece always starts
+    one, a special token such as [UNK] is a word of its own), each word the tokenizer's own string of its pieces.
+    Given as a word list, the API re-tokenises them into the same ids (every word with its word-start marker, as
+    the pipeline tokenises its word lists), so its entries explain the same tokens as the others."""
+    from learned_attribution.core.models.architectures import token_convention
+    from learned_attribution.core.models.features import frame_token_ids
+
+    convention = token_convention(tokenizer)
+    special = set(getattr(tokenizer, "all_special_tokens", []))
+    frame = set(frame_token_ids(tokenizer))
+    groups: list[list[str]] = []
+    for index, token in zip(input_ids, tokenizer.convert_ids_to_tokens(list(input_ids))):
+        if index in frame:
+            continue
+        starts = not groups or token in special or groups[-1][-1] in special or not convention.read(token).continues
+        if starts:
+            groups.append([token])
         else:
-            words.append(token)
-    return words
+            groups[-1].append(token)
+    words = [tokenizer.convert_tokens_to_string(group).strip() for group in groups]
+    return [word for word in words if word]
 
 
 def api_steps(explainer, method: str, variant, examples: pd.DataFrame, batch_indices, tokenizer) -> list[Step]:
@@ -230,7 +253,7 @@ def api_steps(explainer, method: str, variant, examples: pd.DataFrame, batch_ind
     def step_for(indices) -> Step:
         def run() -> int:
             if variant is not None:  # the fold's ExpNet+ explainer, applying this variant's network
-                explainer.learned["expnet_plus"] = explainer.explainer("expnet_plus").model = variant
+                explainer.learned["expnet_plus"] = explainer.method("expnet_plus").model = variant
             explainer.explain([word_lists[i] for i in indices], methods=[method], batch_size=len(indices))
             synchronize(explainer.classifier.model)
             return len(indices)
@@ -284,13 +307,13 @@ def predicted_classes(model: torch.nn.Module, batches) -> dict[int, int]:
 def make_batches(examples: pd.DataFrame, batch_size: int, tokenizer, targets: dict[int, int] | None = None,
                  device: torch.device | None = None):
     """[(row indices, Batch)] in the pipeline's length-sorted order, on `device`; targets default to class 0."""
-    from learned_attribution.services.evaluation import make_batch
+    from learned_attribution.core.explainers.apply import tokenizer_batch
 
     ids = list(examples["input_ids"])
     out = []
     for indices in length_batches(examples, batch_size):
         target = [targets[i] if targets else 0 for i in indices]
-        batch = make_batch([ids[i] for i in indices], target, tokenizer)
+        batch = tokenizer_batch([ids[i] for i in indices], target, tokenizer)
         out.append((indices, batch if device is None else batch.to(device)))
     return out
 
@@ -383,14 +406,14 @@ def captum_call(model: torch.nn.Module, name: str, explainer) -> Callable[[objec
 def one_text_steps(model: torch.nn.Module, tokenizer, examples: pd.DataFrame, targets: dict[int, int],
                    device: torch.device, run: Callable[[object], torch.Tensor], make: bool) -> list[Step]:
     """Per text of `examples`: `run` on a batch of that one text. With `make`, the step makes the batch itself
-    (`evaluation.make_batch` and the move to the device: what the API does per request); else it is made once."""
-    from learned_attribution.services.evaluation import make_batch
+    (`apply.tokenizer_batch` and the move to the device: what the API does per request); else it is made once."""
+    from learned_attribution.core.explainers.apply import tokenizer_batch
 
     def step_for(row: int, ids: list[int]) -> Step:
-        premade = make_batch([ids], [targets[row]], tokenizer).to(device)
+        premade = tokenizer_batch([ids], [targets[row]], tokenizer).to(device)
 
         def run_one() -> int:
-            run(make_batch([ids], [targets[row]], tokenizer).to(device) if make else premade)
+            run(tokenizer_batch([ids], [targets[row]], tokenizer).to(device) if make else premade)
             synchronize(model)
             return 1
         return run_one
@@ -402,12 +425,12 @@ def alone_steps(model: torch.nn.Module, explainer, batches, tokenizer, examples:
                 targets: dict[int, int], device: torch.device) -> list[Step]:
     """Per batch of `batches`: the explainer on each of the batch's texts alone (one-text batches made once),
     the reference that the batched calls on the same texts are timed beside."""
-    from learned_attribution.services.evaluation import make_batch
+    from learned_attribution.core.explainers.apply import tokenizer_batch
 
     ids = list(examples["input_ids"])
 
     def step_for(indices) -> Step:
-        singles = [make_batch([ids[i]], [targets[i]], tokenizer).to(device) for i in indices]
+        singles = [tokenizer_batch([ids[i]], [targets[i]], tokenizer).to(device) for i in indices]
 
         def run() -> int:
             for batch in singles:
@@ -432,7 +455,7 @@ def batch1_columns(args, setup, explainers: dict, workload_names: Sequence[str],
     """The one-text-at-a-time columns (module docstring) per table row name: every entry of `workload_names`
     at batch 1 beside a forward pass at batch 1, the API's one-text call beside captum's own call, and
     Integrated Gradients alone beside batched."""
-    from learned_attribution.services.evaluation import make_batch
+    from learned_attribution.core.explainers.apply import tokenizer_batch
 
     examples = setup.examples
     texts = {"forward_all": examples.iloc[:min(args.batch1_texts, len(examples))],
@@ -469,7 +492,7 @@ def batch1_columns(args, setup, explainers: dict, workload_names: Sequence[str],
         ours = one_text_steps(setup.model, setup.tokenizer, rows, predicted, device,
                               lambda batch, e=explainer: e.explain(setup.model, batch).scores, make=True)
         theirs = one_text_steps(setup.model, setup.tokenizer, rows, predicted, device, captum, make=False)
-        first = make_batch([list(rows["input_ids"].iloc[0])], [predicted[0]], setup.tokenizer).to(device)
+        first = tokenizer_batch([list(rows["input_ids"].iloc[0])], [predicted[0]], setup.tokenizer).to(device)
         differences[name] = float((explainer.explain(setup.model, first).scores - captum(first)).abs().max().detach())
         pairs[name] = PairedWorkload(ours, theirs)
     if "integrated_gradients" in pairs:
@@ -806,8 +829,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         .to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if one_text:
         say("\nOne text at a time (batch 1; ratio_to_forward_batch1 = beside a forward pass on the same one text; "
-            "api/captum_one_text_s = seconds per text of make_batch + explain and of captum's own call, timed side by "
-            "side; batched_vs_alone = IG's seconds per text alone / batched)")
+            "api/captum_one_text_s = seconds per text of tokenizer_batch + explain and of captum's own call, timed side "
+            "by side; batched_vs_alone = IG's seconds per text alone / batched)")
         shown = table[table[BATCH1_COLUMNS[1]].notna()]
         say(shown[["method", *BATCH1_COLUMNS]].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if errors:

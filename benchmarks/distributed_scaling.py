@@ -41,11 +41,11 @@ def scores_by_example(run) -> dict[str, np.ndarray]:
 
 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
-    from learned_attribution.adapters.kedro_datasets import TrainedClassifier
-    from learned_attribution.services.distributed import DaskSettings, dask_client, explain_on_dask
-    from learned_attribution.services.evaluation import explain_examples
     from learned_attribution.core.explainers import build_method
+    from learned_attribution.core.explainers.apply import explain_examples
+    from learned_attribution.core.models.loading import TrainedClassifier
     from learned_attribution.core.models.runner import predict_proba
+    from learned_attribution.services.distributed import DaskSettings, dask_client, explain_on_dask
 
     args = parse_args(argv)
     settings = {"n_samples": 200, "seed": 0} if args.method in ("lime", "kernel_shap") else {}
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     say(f"  in process: {len(examples) / seconds:.2f} examples/s")
     expected = scores_by_example(reference)
     for workers in args.workers:
-        dask = DaskSettings("local", n_workers=workers, threads_per_worker=args.threads_per_worker,
+        dask = DaskSettings("local", n_workers=workers, threads_per_worker=args.threads_per_worker, methods=None,
                             batches_per_task=1, retries=0, device="cpu")
         with dask_client(dask) as client:
             # Warm-up: each worker loads the classifier once (paid once per node, not per example).
@@ -119,10 +119,12 @@ def save_chart(table: pd.DataFrame, path: Path) -> None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    from learned_attribution.core.tasks import TASKS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--method", default="lime", help="a registered baseline")
-    parser.add_argument("--task", default="sst2", choices=["sst2", "hatexplain", "cola"])
+    parser.add_argument("--task", default="sst2", choices=list(TASKS))
     parser.add_argument("--source", default="auto", choices=["auto", "pipeline", "raw"],
                         help="auto: the pipeline's classifier and texts if present, else the packaged encoder "
                              "with a random head on the raw SST-2 test sentences")

@@ -106,8 +106,7 @@ def take_examples(pool: pd.DataFrame, n_texts: int, seed: int) -> tuple[pd.DataF
 def load_setup(task: str = "sst2", n_texts: int = 512, seed: int = 13, source: str = "auto",
                data_root: Path = PROJECT_ROOT / "data", max_length: int = 128) -> BenchmarkSetup:
     """Model and texts to benchmark (see module docstring). `source`: auto, pipeline or raw."""
-    from learned_attribution.adapters.kedro_datasets import HFClassifierDataset
-    from learned_attribution.core.models.loading import PACKAGED_ENCODER, new_classifier, load_tokenizer
+    from learned_attribution.core.models.loading import PACKAGED_ENCODER, load_classifier, load_tokenizer, new_classifier
 
     if source not in ("auto", "pipeline", "raw"):
         raise ValueError(f"--source must be auto, pipeline or raw; got {source!r}")
@@ -120,7 +119,7 @@ def load_setup(task: str = "sst2", n_texts: int = 512, seed: int = 13, source: s
             if not needed.exists():
                 raise FileNotFoundError(f"--source pipeline: {needed} is missing; run `kedro run --pipeline crosstask`"
                                         " first or use --source raw")
-        classifier = HFClassifierDataset(str(classifier_dir)).load()
+        classifier = load_classifier(classifier_dir)
         model, tokenizer = classifier.model, classifier.tokenizer
         table = pd.read_parquet(table_path, columns=["example_id", "role", "input_ids", "token_labels"])
         pool = table[table["role"].isin(RATIONALE_ROLES)].drop(columns="role")
@@ -447,7 +446,9 @@ def positive_int(text: str) -> int:
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments shared by both benchmark scripts."""
-    parser.add_argument("--task", default="sst2", choices=["sst2", "hatexplain", "cola"],
+    from learned_attribution.core.tasks import TASKS
+
+    parser.add_argument("--task", default="sst2", choices=list(TASKS),
                         help="whose classifier and rationale texts to use when the pipeline output exists")
     parser.add_argument("--source", default="auto", choices=["auto", "pipeline", "raw"],
                         help="auto: pipeline output if present, else the packaged encoder with a random head on "

@@ -100,9 +100,11 @@ def smoke_run(device: str) -> float:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    from learned_attribution.core.tasks import TASKS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="the device checked against the CPU (cuda, cuda:N, mps)")
-    parser.add_argument("--task", default="sst2", choices=["sst2", "hatexplain", "cola"])
+    parser.add_argument("--task", default="sst2", choices=list(TASKS))
     parser.add_argument("--n-texts", type=int, default=32, help="texts of the fixed agreement batch set")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=13)

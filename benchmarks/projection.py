@@ -22,11 +22,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv=None) -> pd.DataFrame:
     import datasets
 
-    from learned_attribution.core.models.projection import project_dataset, project_to_subwords
     from learned_attribution.core.models.loading import PACKAGED_ENCODER, load_tokenizer
+    from learned_attribution.core.models.projection import project_dataset, project_to_subwords
+    from learned_attribution.core.tasks import TASKS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", default="sst2", choices=["sst2", "hatexplain", "cola"])
+    parser.add_argument("--task", default="sst2", choices=list(TASKS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-rows", type=int, default=None, help="first N rows only (a quick run)")
     parser.add_argument("--data-root", type=Path, default=ROOT / "data")

@@ -12,7 +12,7 @@ Reads a run's ExpNet+ input partitions (`data/04_feature/explainer_signals_<task
   tasks is not expected to reach them.
 The test rationales are read here, which the pipeline never does for a held-out task: this is a diagnosis.
 
-    python benchmarks/stack_ceiling.py [--data data] [--tasks hatexplain sst2 cola]
+    python benchmarks/stack_ceiling.py [--data data] [--tasks hatexplain sst2 cola]   # default: every task
 
 Output: data/08_reporting/benchmarks/stack_ceiling.csv and .md (and printed).
 """
@@ -27,10 +27,13 @@ import torch
 import yaml
 
 from learned_attribution.core.metrics.plausibility import mean_example_auroc
-from learned_attribution.core.models.learned import TrainingSettings, Variant, fit_variant, score_examples, validation_auroc
+from learned_attribution.core.models.learned import (TrainingSettings, Variant, fit_variant, score_examples,
+                                                     validation_auroc)
 from learned_attribution.core.models.learned.recipe import SIGNS
 from learned_attribution.core.models.signals import columns_for
-from learned_attribution.services.reporting import markdown_table
+from learned_attribution.core.tasks import TASKS
+from learned_attribution.services.config import training_settings, variant as parsed_variant
+from learned_attribution.services.reporting.tables import markdown_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +70,8 @@ def cross_fitted_auroc(variant: Variant, table: pd.DataFrame, task: str, columns
     scores, gold = [], []
     for fit_ids, scored_ids in (halves, halves[::-1]):
         fit_rows, scored_rows = (table[table["example_id"].isin(i)] for i in (fit_ids, scored_ids))
-        model = fit_variant(variant, fit_rows, fit_rows, target=scored_rows, stats_tables={task: table}, columns=columns, rho=0.2, settings=training)
+        model = fit_variant(variant, fit_rows, fit_rows, target=scored_rows, stats_tables={task: table},
+                            columns=columns, rho=0.2, settings=training)
         scored = score_examples(model, scored_rows)
         labels = scored_rows.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
         scores += list(scored["scores"])
@@ -75,7 +79,10 @@ def cross_fitted_auroc(variant: Variant, table: pd.DataFrame, task: str, columns
     return mean_example_auroc(scores, gold)
 
 
-def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_layers: int) -> list[dict]:
+def ceiling(task: str, table: pd.DataFrame, settings: dict, catalogue: dict, n_heads: int, n_layers: int,
+            seed: int = 13) -> list[dict]:
+    """`settings`: the pipeline's `crosstask.expnet_plus` block (its training loop); `catalogue`: the ExpNet+ variant
+    catalogue `expnet_plus_variants`, whose `stack` and `saliency` recipes are fit here."""
     subsets = {"all": table, "correct": table[table["correct"]], "incorrect": table[~table["correct"]]}
     counts = {subset: rows["example_id"].nunique() for subset, rows in subsets.items()}
     rows = []
@@ -83,13 +90,15 @@ def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_laye
     for name in signals:
         rows.append({"task": task, "what": name, **{f"auroc_{subset}": example_auroc(part, signals.loc[part.index, name])
                                                     for subset, part in subsets.items()}})
-    training = TrainingSettings(**settings["training"])
+    training = training_settings(settings["training"], seed, "crosstask.expnet_plus.training")
     for label, name in (("convex stack", "stack"), ("network (every signal set)", "saliency")):
         for signs in SIGNS:
-            variant = Variant.from_params(f"{name}_{signs}", {**settings["variants"][name], "signs": signs})
+            variant = parsed_variant(f"{name}_{signs}", {**catalogue[name], "signs": signs},
+                                     f"expnet_plus_variants.{name}")
             columns = columns_for(variant.feature_sets, n_heads, n_layers)
             present = {subset: part for subset, part in subsets.items() if len(part)}
-            in_sample = {subset: validation_auroc(fit_variant(variant, part, part, target=part, stats_tables={task: part}, columns=columns, rho=0.2,
+            in_sample = {subset: validation_auroc(fit_variant(variant, part, part, target=part,
+                                                              stats_tables={task: part}, columns=columns, rho=0.2,
                                                               settings=training), part)
                          for subset, part in present.items()}
             rows.append({"task": task, "what": f"CEILING: {label}, {signs} inputs, fit and scored on these rationales",
@@ -103,11 +112,14 @@ def ceiling(task: str, table: pd.DataFrame, settings: dict, n_heads: int, n_laye
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT / "data")
-    parser.add_argument("--tasks", nargs="+", default=["hatexplain", "sst2", "cola"])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=13, help="the training loop's seed")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     settings = yaml.safe_load((ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]["expnet_plus"]
+    catalogue = yaml.safe_load((ROOT / "conf/base/parameters_expnet_plus_variants.yml").read_text())[
+        "expnet_plus_variants"]
     rows = []
     for task in args.tasks:
         parts = sorted((args.data / "04_feature" / f"explainer_signals_{task}").glob("*.parquet"))
@@ -118,7 +130,7 @@ def main() -> None:
         table = table[table["role"] == "rationale_test"].reset_index(drop=True)
         n_heads = sum(c.startswith("cls_to_tok_h") for c in table.columns)
         n_layers = sum(c.startswith("raw_attention_l") for c in table.columns)
-        rows += ceiling(task, table, settings, n_heads, n_layers)
+        rows += ceiling(task, table, settings, catalogue, n_heads, n_layers, args.seed)
         print(f"{task}: done", flush=True)
     result = pd.DataFrame(rows)
     out = args.data / "08_reporting" / "benchmarks"

@@ -1,11 +1,11 @@
 """Analysis: does an amortized student lack texts? (issue 14). After `kedro run --pipeline amortize`, each task's
-student is refit, as the pipeline fits it (every variant of `amortize.student.variants`, the best on validation
-kept), on nested seeded shares of its teacher's texts, and scored against the reference teacher on the held-out
-texts, from the run's own cached outputs (no teacher work is redone; seconds to minutes per task).
+student is refit, as the pipeline fits it (every student variant of the run's `amortize` settings, the best on
+validation kept), on nested seeded shares of its teacher's texts, and scored against the reference teacher on the
+held-out texts, from the run's own cached outputs (no teacher work is redone; seconds to minutes per task).
 
 Run from the project root with the virtualenv active:
 
-    python benchmarks/student_learning_curve.py                        # the three task classifiers
+    python benchmarks/student_learning_curve.py                        # every task's classifier
     python benchmarks/student_learning_curve.py --env base_size --tasks sst2
     python benchmarks/student_learning_curve.py --fractions 0.25 0.5 1
 
@@ -44,8 +44,9 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
-    from learned_attribution.services import amortize
     from learned_attribution.core.atomic import atomic_file
+    from learned_attribution.services.amortize.curve import learning_curve
+    from learned_attribution.services.amortize.settings import amortize_settings
 
     args = parse_args(argv)
     os.chdir(ROOT)  # the catalog's paths are relative to the project root
@@ -53,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     with KedroSession.create(project_path=ROOT, env=args.env) as session:
         context = session.load_context()
         catalog, params = context.catalog, context.params
-        settings = amortize.AmortizeSettings.from_params(params["amortize"])
+        settings = amortize_settings(params["amortize"], params["explained_layer"])  # as the pipeline parses it
         output_dir = args.output_dir or ROOT / context.config_loader["globals"]["data_root"] / "08_reporting" / "benchmarks"
         tables = []
         for task in args.tasks:
@@ -64,8 +65,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                                  f"amortize{' --env ' + args.env if args.env else ''}` first")
             data = {key: catalog.load(name) for key, name in names.items()}
             print(f"{task}: {len(data['teacher'])} teacher texts, {len(data['held_out'])} held-out", flush=True)
-            curve = amortize.learning_curve(data["classifier"], data["signals"], data["teacher"], data["held_out"],
-                                            data["reference"], settings, args.fractions)
+            curve = learning_curve(data["classifier"], data["signals"], data["teacher"], data["held_out"],
+                                   data["reference"], settings, args.fractions)
             tables.append(curve.assign(task=task))
     table = pd.concat(tables, ignore_index=True)
     table = table[["task", *[c for c in table.columns if c != "task"]]]

@@ -1,7 +1,8 @@
 """Choose a task's fine-tuning settings on its classifier_val slice only (the test split is never read).
 
 Each configuration fine-tunes the packaged encoder on the task's classifier_train rows exactly as the
-`classifiers` pipeline does (`train_classifier`) and records the validation metrics of every epoch.
+`classifiers` pipeline does (`services.classifiers.train_task_classifier`, its settings parsed as the pipeline parses
+`classifiers.<task>` and `compute`) and records the validation metrics of every epoch.
 Output: data/08_reporting/benchmarks/tune_<task>.csv (one row per configuration and epoch) and
 tune_<task>_val_probabilities.parquet (the kept epoch's validation probabilities per configuration and seed,
 for studying decision thresholds without touching the test split).
@@ -32,7 +33,9 @@ import yaml
 
 from learned_attribution.core.models.architectures import architecture
 from learned_attribution.core.models.runner import predict_proba
-from learned_attribution.pipelines.classifiers.nodes import _rows, train_classifier
+from learned_attribution.core.tasks import TASKS
+from learned_attribution.services.classifiers import role_rows, train_task_classifier
+from learned_attribution.services.config import ClassifierSettings, ComputeSettings, classifier_settings, compute_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 ALIASES = {"lr": "learning_rate"}
@@ -139,17 +142,30 @@ def parse_config(text: str) -> dict:
     return settings
 
 
+def configuration(params: dict, text: str, seed: int, compute: ComputeSettings, task: str
+                  ) -> tuple[ClassifierSettings, dict]:
+    """A configuration `text` over the task's classifier parameters `params`: its settings, parsed as the pipeline
+    parses `classifiers.<task>` (an unknown or missing key is named), and the model changes it asks for
+    (`VARIANT_KEYS`)."""
+    settings = {**params, **parse_config(text)}
+    variant = {key: settings.pop(key) for key in VARIANT_KEYS if key in settings}
+    return classifier_settings(settings, seed, compute, where=f"classifiers.{task} (--config {text!r})"), variant
+
+
 def main(argv=None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", default="cola")
+    parser.add_argument("--task", default="cola", choices=list(TASKS))
     parser.add_argument("--config", action="append", required=True, help="overrides of the task's classifier params")
     parser.add_argument("--seed", type=int, action="append", help="repeat for several seeds (default 13)")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default=None, help="overrides compute.device of conf/base/parameters.yml")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     params = yaml.safe_load((ROOT / "conf/base/parameters_classifiers.yml").read_text())["classifiers"][args.task]
-    encoder = yaml.safe_load((ROOT / "conf/base/parameters.yml").read_text())["encoder"]
+    base = yaml.safe_load((ROOT / "conf/base/parameters.yml").read_text())
+    encoder = base["encoder"]["name_or_path"]
+    compute = compute_settings({**base["compute"], **({"device": args.device} if args.device else {})})
     tokenized = pd.read_parquet(ROOT / f"data/03_primary/tokenized_{args.task}.parquet")
     output = ROOT / f"data/08_reporting/benchmarks/tune_{args.task}.csv"
     probabilities_output = output.with_name(f"tune_{args.task}_val_probabilities.parquet")
@@ -159,19 +175,19 @@ def main(argv=None) -> pd.DataFrame:
     probabilities = [pd.read_parquet(probabilities_output)] if probabilities_output.exists() else []
     for text in args.config:
         for seed in args.seed or [13]:
-            settings = {**params, **parse_config(text)}
-            variant = {key: settings.pop(key) for key in VARIANT_KEYS if key in settings}
+            settings, variant = configuration(params, text, seed, compute, args.task)
             training = tokenized
             if variant.get("synthetic_negatives"):
                 training = add_synthetic_negatives(tokenized, float(variant["synthetic_negatives"]), seed)
             started = time.perf_counter()
-            classifier, history = train_classifier(training, encoder, settings, seed, prepare_model=prepare(variant))
+            classifier, history = train_task_classifier(training, encoder, settings, compute,
+                                                        prepare_model=prepare(variant))
             history.insert(1, "config", text)
             history["seed"] = seed
             history["seconds"] = time.perf_counter() - started
             rows.append(history)
-            val = _rows(tokenized, "classifier_val", settings.get("max_val_examples"), seed)
-            kept = predict_proba(classifier.model, list(val["input_ids"]), settings["eval_batch_size"],
+            val = role_rows(tokenized, "classifier_val", settings.max_val_examples, seed)
+            kept = predict_proba(classifier.model, list(val["input_ids"]), settings.eval_batch_size,
                                  classifier.tokenizer.pad_token_id)
             probabilities.append(pd.DataFrame({"config": text, "seed": seed, "example_id": val["example_id"],
                                                "label": val["label"], "probability_1": kept[:, 1]}))

@@ -1,12 +1,13 @@
-"""docs/results.md and README's headline table come from a run's reports (results.py): known answers on a small
-reports folder written here the way the pipeline writes it."""
+"""docs/results.md and README's headline table come from a run's reports (services/reporting/results.py): known
+answers on a small reports folder written here the way the pipeline writes it."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from learned_attribution.services.results import (Reports, ResultsError, fill_marked_blocks, headline_table,
-                                         results_document, write_results)
+from learned_attribution.services.reporting.crosstask import headline_table
+from learned_attribution.services.reporting.results import (Reports, ResultsError, fill_marked_blocks, results_document,
+                                                            write_results)
 
 
 def metric_row(method, family, rule, auroc, f1, n=100, subset="all", width=0.02):
@@ -36,9 +37,10 @@ def reports(tmp_path):
                   {"method": "expnet_paper", "ratio_to_forward": 0.95}, {"method": "saliency", "ratio_to_forward": 0.5},
                   {"method": "raw_attention", "ratio_to_forward": 0.9}, {"method": "lime", "ratio_to_forward": 0.003}]
                  ).to_csv(folder / "crosstask" / "explain_cost_sst2.csv", index=False)
+    (folder / "node_timings").mkdir()  # each pipeline's own file; the main job's is crosstask.csv
     pd.DataFrame([{"stage": "classifiers", "namespace": "sst2", "node": "a", "seconds": 90.0},
                   {"stage": "folds", "namespace": "heldout_sst2", "node": "b", "seconds": 30.0}]).to_csv(
-        folder / "node_timings.csv", index=False)
+        folder / "node_timings" / "crosstask.csv", index=False)
     (folder / "crosstask_summary.md").write_text("# Cross-task results\n\n## heldout_sst2\n\ntext\n")
     return folder
 
@@ -108,7 +110,9 @@ def test_readme_is_a_front_door_that_quotes_no_number_by_hand():
 
 
 def test_the_base_size_tables_have_the_numbers_of_both_runs():
-    from learned_attribution.services.results import afn_comparison_table, throughput_comparison_table, transfer_table
+    from learned_attribution.services.reporting.afn import afn_comparison_table
+    from learned_attribution.services.reporting.crosstask import transfer_table
+    from learned_attribution.services.reporting.results import throughput_comparison_table
 
     def head(layer, layers, r_h, holds):
         return {"afn_layer": layer, "n_layers": layers, "share_high_context": 0.25, "r_h_context": r_h,
@@ -144,7 +148,8 @@ def test_the_base_size_tables_have_the_numbers_of_both_runs():
 
 
 def test_the_students_section_reads_the_amortize_reports(reports):
-    from learned_attribution.services.results import Reports, marked_blocks, students_table
+    from learned_attribution.services.reporting.amortize import students_table
+    from learned_attribution.services.reporting.results import marked_blocks
 
     folder = reports / "amortize"
     folder.mkdir()

@@ -1,8 +1,6 @@
 """Project pipelines."""
 from kedro.pipeline import Pipeline
 
-from learned_attribution.core.tasks import TASKS
-
 from learned_attribution.pipelines import (afn, amortize, classifiers, crosstask, data_processing, evaluate_external,
                                           transfer)
 
@@ -14,7 +12,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         "crosstask": everything,
         "data_processing": data_processing.create_pipeline(),
         "classifiers": classifiers.create_pipeline(),
-        "folds": crosstask.create_folds(TASKS),
+        "folds": crosstask.create_folds(),
         "afn": afn.create_pipeline(),
         "evaluate_external": evaluate_external.create_pipeline(),
         "transfer": transfer.create_pipeline(),

@@ -1,5 +1,5 @@
-"""Smoke tests of the two benchmark scripts: `main([... "--quick"])` on the packaged encoder with a random head
-and the raw SST-2 test sentences (what a fresh clone has). Not timed: only the tables' shape and sanity."""
+"""Smoke tests of the benchmark scripts: `main([... "--quick"])` on the packaged encoder with a random head and the
+raw SST-2 test sentences (what a fresh clone has). Not timed: only the tables' shape and sanity."""
 from __future__ import annotations
 
 import math
@@ -29,6 +29,7 @@ def positive_finite(values: pd.Series) -> bool:
     return bool(len(values)) and all(math.isfinite(v) and v > 0 for v in values)
 
 
+@pytest.mark.slow
 def test_feature_extraction_quick(scripts, tmp_path):
     feature_extraction, _ = scripts
     feature_extraction.main([*QUICK, "--output-dir", str(tmp_path)])
@@ -76,6 +77,7 @@ def bare_data_root(tmp_path):
     return root
 
 
+@pytest.mark.slow
 def test_attribution_throughput_quick(scripts, tmp_path):
     _, attribution_throughput = scripts
     from learned_attribution.core.explainers import METHODS
@@ -87,10 +89,14 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     assert list(table.columns) == attribution_throughput.ATTRIBUTION_COLUMNS
     import yaml
 
-    variants = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"][
-        "expnet_plus"]["variants"]
-    from learned_attribution.services.amortize import DEFAULT_VARIANTS
+    from learned_attribution.services.amortize.settings import DEFAULT_VARIANTS
+    from learned_attribution.services.config import expnet_plus_recipes
 
+    # The ExpNet+ candidates of the pipeline (crosstask.expnet_plus), their recipes from the variant catalogue.
+    crosstask = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]
+    catalogue = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_expnet_plus_variants.yml").read_text())[
+        "expnet_plus_variants"]
+    variants = {v.name: v for v in expnet_plus_recipes(crosstask, catalogue, 0).variants}
     students = [f"student:{v}" for v in DEFAULT_VARIANTS]
     expected = [n for n in METHODS if n not in ("expnet_plus", "student")] + [f"expnet_plus:{v}" for v in variants]
     expected += students
@@ -121,8 +127,8 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     # ExpNet (paper) targets, one cost target per ExpNet+ variant, and the public API's (issue 07): ExpNet and the
     # non-gradient variants against the forward pass, the saliency variants against the saliency baseline.
     api = targets[targets["target"].str.startswith("api:")]
-    saliency_variants = [v for v, spec in variants.items() if "saliency" in spec["feature_sets"]]
-    no_gradients = [v for v, spec in variants.items() if set(spec["feature_sets"]) == {"attention"}]
+    saliency_variants = [v for v, spec in variants.items() if "saliency" in spec.feature_sets]
+    no_gradients = [v for v, spec in variants.items() if set(spec.feature_sets) == {"attention"}]
     assert sorted(api["target"]) == sorted(
         ["api:expnet_paper / plain forward pass (no gradients, end to end)",
          *(f"api:expnet_plus:{v} / saliency baseline" for v in saliency_variants),
@@ -143,6 +149,7 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     assert positive_finite(targets["measured"])
 
 
+@pytest.mark.slow
 def test_attribution_throughput_batch1_columns(scripts, tmp_path):
     """The one-text-at-a-time columns: every entry at batch 1 beside a forward pass at batch 1, captum's own
     one-text call beside the API's for the gradient methods (same scores), IG batched beside alone."""
@@ -177,6 +184,7 @@ def test_attribution_throughput_without_batch1(scripts, tmp_path):
     assert table[attribution_throughput.BATCH1_COLUMNS].isna().all().all()
 
 
+@pytest.mark.slow
 def test_distributed_scaling_quick(scripts, tmp_path):
     import distributed_scaling
 
@@ -189,6 +197,7 @@ def test_distributed_scaling_quick(scripts, tmp_path):
     assert (tmp_path / "distributed_scaling.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_gpu_check_runs_its_agreement_on_the_cpu(scripts, tmp_path):
     """Where there is no GPU, the script's agreement path runs CPU against CPU (identical by construction:
     this checks the code path and the table, not a GPU); asking for CUDA where there is none is a clear exit."""
@@ -205,3 +214,19 @@ def test_gpu_check_runs_its_agreement_on_the_cpu(scripts, tmp_path):
 
     assert {m.split(":")[0] for m in table["method"]} == set(METHODS)
     assert summary["agreement_pass"] and (table["max_relative_difference"] <= table["tolerance"]).all()
+
+
+@pytest.mark.parametrize("family", ["bert", "mpnet", "roberta", "xlm-roberta", "deberta-v2"])
+def test_the_api_entries_words_give_back_the_same_tokens_in_every_family(scripts, tiny_tokenizer, family):
+    """`words_of` reads word boundaries by the tokenizer's own convention (WordPiece `##`, byte-level BPE `Ġ`,
+    SentencePiece `▁`): the words it spells, given to a tokenizer as a word list (as the API and the pipeline give
+    them), are the same subword tokens, so the api: entries explain what the other entries explain."""
+    from learned_attribution.core.models.architectures import prepare_tokenizer
+
+    _, attribution_throughput = scripts
+    tokenizer = tiny_tokenizer(family)
+    for words in (["the", "film", "was", "unbelievable", "!"], ["boring", ",", "not", "good", "films"],
+                  ["The", "plot", "xyz", "end"]):
+        ids = prepare_tokenizer(tokenizer)(words, is_split_into_words=True)["input_ids"]
+        spelled = attribution_throughput.words_of(ids, tokenizer)
+        assert prepare_tokenizer(tokenizer)(spelled, is_split_into_words=True)["input_ids"] == ids, (words, spelled)

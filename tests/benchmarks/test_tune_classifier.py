@@ -1,5 +1,6 @@
-"""The changes `benchmarks/tune_classifier.py` can try on a classifier (tiny random BERT, hand-made rows) and
-the `prepare_model` hook of `train_classifier` that applies them (packaged encoder, a few sentences)."""
+"""The changes `benchmarks/tune_classifier.py` can try on a classifier (tiny random BERT, hand-made rows), how it
+parses a configuration, and the `prepare_model` hook of `services.classifiers.train_task_classifier` that applies
+them (packaged encoder, a few sentences)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -106,9 +107,34 @@ def test_synthetic_negatives_corrupt_one_word_position(tune):
     assert Counter(augmented["label"])[0] == 1 + 6
 
 
-def test_train_classifier_applies_prepare_model(tune):
+CPU = {"device": "cpu", "bf16": False, "dask": {"address": None, "n_workers": 2, "threads_per_worker": 1,
+                                                 "methods": None, "batches_per_task": 1, "retries": 1}}
+
+
+def shipped_params(project_root, task: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((project_root / "conf/base/parameters_classifiers.yml").read_text())["classifiers"][task]
+
+
+def test_a_configuration_is_parsed_as_the_pipeline_parses_the_task_block(tune, project_root):
+    from learned_attribution.services.config import compute_settings
+
+    compute = compute_settings(CPU)
+    settings, variant = tune.configuration(shipped_params(project_root, "cola"),
+                                           "lr=1e-4,epochs=5,keep_layers=3", 7, compute, "cola")
+    assert variant == {"keep_layers": 3}
+    assert settings.training.learning_rate == 1e-4 and settings.training.epochs == 5
+    assert settings.training.seed == 7 and settings.training.bf16 is False
+    assert settings.training.batch_size == shipped_params(project_root, "cola")["batch_size"]  # the rest: the task's
+    with pytest.raises(ValueError, match=r"classifiers.cola \(--config 'lrate=1e-4'\).lrate"):
+        tune.configuration(shipped_params(project_root, "cola"), "lrate=1e-4", 7, compute, "cola")
+
+
+def test_train_classifier_applies_prepare_model(tune, project_root):
     from learned_attribution.core.models.loading import PACKAGED_ENCODER, load_tokenizer
-    from learned_attribution.pipelines.classifiers.nodes import train_classifier
+    from learned_attribution.services.classifiers import train_task_classifier
+    from learned_attribution.services.config import compute_settings
 
     tokenizer = load_tokenizer(PACKAGED_ENCODER)
     sentences = [("The cat sat on the mat.", 1), ("Cat the on sat mat the.", 0), ("She reads books.", 1),
@@ -122,10 +148,12 @@ def test_train_classifier_applies_prepare_model(tune):
         calls.append(model.config.num_hidden_layers)
         return tune.keep_first_layers(model, 1)
 
-    params = {"epochs": 1, "learning_rate": 1e-4, "batch_size": 4, "selection_metric": "mcc",
-              "eval_batch_size": 8}
-    classifier, history = train_classifier(pd.DataFrame(rows), {"name_or_path": PACKAGED_ENCODER}, params, 13,
-                                           prepare_model=prepare)
+    compute = compute_settings(CPU)
+    settings, _ = tune.configuration(shipped_params(project_root, "cola"), "lr=1e-4,epochs=1,batch_size=4,"
+                                     "selection_metric=mcc,eval_batch_size=8,class_weighting=false", 13, compute,
+                                     "cola")
+    classifier, history = train_task_classifier(pd.DataFrame(rows), PACKAGED_ENCODER, settings, compute,
+                                                prepare_model=prepare)
 
     assert calls == [6]  # called once, on the packaged 6-layer encoder
     assert len(classifier.model.bert.encoder.layer) == 1 and classifier.model.config.num_hidden_layers == 1
@@ -135,6 +163,7 @@ def test_train_classifier_applies_prepare_model(tune):
     assert classifier.model.config.label2id == {"unacceptable": 0, "acceptable": 1}
 
 
+@pytest.mark.slow
 def test_threshold_gain_known_answers(tune):
     labels = np.array([1] * 40 + [0] * 40)
     # Positives at 0.9, negatives at 0.6: at 0.5 everything is called positive (MCC 0); every half chooses 0.60,

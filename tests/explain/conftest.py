@@ -1,12 +1,12 @@
 """A tiny trained-fold folder and classifier folders, written the way users and the pipeline write them.
 
 The classifier folder is written by a plain `transformers` script (tiny random BERT + a WordPiece tokenizer
-built from a 40-entry vocabulary); the fold's explainers are small networks saved through
-`models/artifacts.py`, with the context the pipeline records.
+built from a 40-entry vocabulary); the fold's explainers are small networks written as the crosstask pipeline writes
+a fold (`services/bundle.py`: its card and learned models, through `core/models/artifacts.py`), with the context the
+pipeline records.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +39,12 @@ def write_classifier(folder: Path, seed: int = 0, **overrides) -> Path:
 def write_fold(models_dir: Path, task: str = "sst2", seed: int = 0, best_baseline: str = "saliency") -> Path:
     """models_dir/heldout_<task>/ (paper ExpNet, ExpNet+, a shape-free ExpNet+ variant, fold.json) beside
     models_dir/classifier_<task>/."""
-    from learned_attribution.core.models.loading import load_classifier
-    from learned_attribution.core.models.artifacts import explainer_context, save_learned
+    from learned_attribution.core.models.artifacts import explainer_context
     from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, LearnedModel, SimplexStack,
-                                                    Variant, head_of_columns)
+                                                         Variant, head_of_columns)
+    from learned_attribution.core.models.loading import load_classifier
     from learned_attribution.core.models.signals import columns_for
+    from learned_attribution.services.bundle import Bundle, fold_card, write_bundle
 
     classifier = load_classifier(write_classifier(models_dir / f"classifier_{task}", seed=seed))
     config = classifier.model.config
@@ -61,29 +62,25 @@ def write_fold(models_dir: Path, task: str = "sst2", seed: int = 0, best_baselin
 
     paper_columns = columns_for(["attention"], heads, layers)
     paper = LearnedModel(Variant("expnet_paper", stopping="token_auroc"), inputs(paper_columns),
-                             GatedExpNet(len(paper_columns), 4).eval(), calibrated_threshold=0.45, context=context)
+                         GatedExpNet(len(paper_columns), 4).eval(), calibrated_threshold=0.45, context=context)
     variant = Variant("gated_signals", feature_sets=("attention", "attention_x_gradient", "position"), gating=True,
                       standardise="per_task")
     columns = columns_for(variant.feature_sets, heads, layers)
     plus = LearnedModel(variant, inputs(columns), GatedExpNet(len(columns), 4, head_of_columns(columns)).eval(),
-                            calibrated_threshold=0.5, context=context)
+                        calibrated_threshold=0.5, context=context)
     shape_free = Variant("shape_free_stack", feature_sets=("attention_stats", "layer_gradient", "afn_norm_depths",
                                                            "position"), network="simplex")
     free_columns = columns_for(shape_free.feature_sets, heads, layers)
-    free = LearnedModel(shape_free, InputPipeline(free_columns, ranks=True, mean=np.zeros(len(free_columns),
-                                                                                             np.float32),
-                                                      std=np.ones(len(free_columns), np.float32)),
-                            SimplexStack(len(free_columns), members=2).eval(), calibrated_threshold=0.55,
-                            context=context)
-    folder = models_dir / fold
-    save_learned(paper, folder / "expnet_paper")
-    save_learned(plus, folder / "expnet_plus")
-    save_learned(free, folder / "expnet_plus_shape_free")
-    (folder / "fold.json").write_text(json.dumps({
-        "fold": fold, "held_out_task": task, "best_baseline": best_baseline, "best_baseline_auroc": 0.7,
-        "baselines": {"saliency": {}, "integrated_gradients": {"n_steps": 4}, "lime": {"n_samples": 20}},
-        "rho": 0.4, "layer": -1}))
-    return folder
+    free_inputs = InputPipeline(free_columns, ranks=True, mean=np.zeros(len(free_columns), np.float32),
+                                std=np.ones(len(free_columns), np.float32))
+    free = LearnedModel(shape_free, free_inputs,
+                        SimplexStack(len(free_columns), members=2).eval(), calibrated_threshold=0.55, context=context)
+    # As the crosstask pipeline writes a fold: its bundle (services/bundle.py), the card last.
+    card = fold_card(fold=fold, best_baseline=best_baseline, best_baseline_auroc=0.7,
+                     baselines={"saliency": {}, "integrated_gradients": {"n_steps": 4}, "lime": {"n_samples": 20}},
+                     rho=0.4, layer=-1)
+    return write_bundle(Bundle(card, {"expnet_plus": plus, "expnet_paper": paper}, shape_free=free),
+                        models_dir / fold)
 
 
 @pytest.fixture

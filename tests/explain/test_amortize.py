@@ -1,5 +1,5 @@
-"""Amortized students (issue 14, services/amortize): the teacher's resumable parts, in process and on a real 2-worker Dask
-LocalCluster, the student fitted and applied on two families (tiny BERT, tiny RoBERTa), its binding to its own
+"""Amortized students (issue 14, services/amortize): the teacher's resumable parts, in process and on a real 2-worker
+Dask LocalCluster, the student fitted and applied on two families (tiny BERT, tiny RoBERTa), its binding to its own
 classifier, the `fit` and `explain --explainer` commands, and every bad input of the issue."""
 from __future__ import annotations
 
@@ -72,6 +72,7 @@ def test_texts_too_short_are_skipped_and_counted_and_all_too_short_is_an_error(c
         unlabeled_examples(classifier, ["good", "bad"])
 
 
+@pytest.mark.slow
 def test_teacher_parts_resume_without_recomputing_and_never_reuse_other_inputs(classifier, tmp_path, monkeypatch):
     examples, _ = unlabeled_examples(classifier, texts(20))
     teacher = Teacher("kernel_shap", {"n_samples": 16, "seed": 0})
@@ -129,6 +130,7 @@ def test_a_teacher_failing_on_some_texts_lists_them_and_keeps_the_rest(classifie
     assert "failed on 1 of 3 texts" in caplog.text
 
 
+@pytest.mark.slow
 def test_the_teacher_on_dask_gives_the_in_process_scores(classifier, tmp_path):
     examples, _ = unlabeled_examples(classifier, texts(12, seed=1))
     teacher = Teacher("kernel_shap", {"n_samples": 16, "seed": 0})
@@ -151,6 +153,7 @@ def test_fidelity_known_answers():
     assert table.at["same", "n_examples"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["bert", "roberta"])
 def test_a_student_is_fitted_saved_and_applied_to_new_text_on_two_families(family, tiny_classifier, classifier_writer,
                                                                            tmp_path):
@@ -182,6 +185,7 @@ def test_a_student_is_fitted_saved_and_applied_to_new_text_on_two_families(famil
     np.testing.assert_allclose(scores["scores"].iloc[0], explained.token_scores["student"], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifier, training_settings):
     """Known answer: a teacher whose scores are a signal the student reads (each token's relative position) is
     reproduced on the training texts (Spearman near 1); scores it cannot read (noise) are not."""
@@ -202,6 +206,7 @@ def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifi
     assert fitted[1]["train_spearman"] < 0.5
 
 
+@pytest.mark.slow
 def test_a_student_refuses_another_classifier_naming_both(classifier_writer, tmp_path):
     classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
     settings = quick_settings(reference_factor=0)
@@ -228,6 +233,7 @@ def test_an_unsupported_family_is_refused_before_any_work(tmp_path):
                           progress=False)
 
 
+@pytest.mark.slow
 def test_the_fit_command_trains_a_student_and_explain_applies_it(classifier_writer, tmp_path, capsys):
     classifier = classifier_writer(tmp_path / "classifier", seed=1)
     corpus = tmp_path / "texts.txt"
@@ -286,6 +292,7 @@ def card_variant(folder) -> str:
     return json.loads((folder / "student" / "config.json").read_text())["variant"]["name"]
 
 
+@pytest.mark.slow
 def test_a_student_is_served_as_a_pyfunc_model_like_a_fold(classifier_writer, tmp_path):
     import mlflow.pyfunc
 

@@ -26,8 +26,8 @@ def fold(tiny_models_dir):
 
 
 def test_word_segmentation_and_aggregation_known_answers():
-    assert whitespace_words("  A gutsy\tand exhilarating movie .\n")[0] == ["A", "gutsy", "and", "exhilarating", "movie",
-                                                                           "."]
+    words, _ = whitespace_words("  A gutsy\tand exhilarating movie .\n")
+    assert words == ["A", "gutsy", "and", "exhilarating", "movie", "."]
     # tokens 0,1 -> word 0; token 2 -> word 2; word 1 has no token
     assert word_scores(np.array([0.1, 0.5, -0.2]), [0, 0, 2], 3, signed=False) == [0.5, None, -0.2]
     assert word_scores(np.array([0.1, 0.5, -0.2]), [0, 0, 2], 3, signed=True) == pytest.approx([0.6, None, -0.2])

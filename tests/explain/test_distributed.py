@@ -1,6 +1,6 @@
-"""Distributed attribution on a real 2-worker Dask LocalCluster (distributed.py): the same scores as in process,
-in example order, the classifier loaded once per worker from its folder, failures listed per example, and the
-fold's explain/faithfulness functions switched to Dask by `compute.dask`."""
+"""Distributed attribution on a real 2-worker Dask LocalCluster (services/distributed.py): the same scores as in
+process, in example order, the classifier loaded once per worker from its folder, failures listed per example, and
+the fold's explain/faithfulness functions switched to Dask by `compute.dask`."""
 from __future__ import annotations
 
 import importlib

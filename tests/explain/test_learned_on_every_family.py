@@ -121,7 +121,6 @@ def assert_scores(scores: torch.Tensor, expected: list[torch.Tensor], where: str
         assert float(want[1:-1].max() - want[1:-1].min()) > 1e-5, f"{where}: flat answer for text {row}"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("family", SUPPORTED_MODEL_TYPES)
 def test_a_fold_trained_on_a_family_explains_it_with_its_learned_models_own_predictions(
         family, known_answer_classifier, training_settings, tmp_path):
@@ -154,7 +153,6 @@ def bert_fold(known_answer_classifier, training_settings) -> dict:
     return fold("bert", model, tokenizer, training_settings)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("family, n_layers, n_heads", [("roberta", 3, 4), ("distilbert", 4, 1), ("deberta-v2", 1, 2)])
 def test_a_shape_free_variant_trained_on_bert_explains_another_family_and_shape(bert_fold, family, n_layers, n_heads,
                                                                                known_answer_classifier):

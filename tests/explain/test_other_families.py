@@ -116,6 +116,7 @@ def test_the_cli_runs_the_baselines_on_a_roberta_and_names_the_learned_refusal(t
     assert code == 2 and "cannot read this one" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # an MLflow pyfunc model saved and loaded: over 5 s on a 2-core machine
 def test_a_served_fold_bundled_with_another_family_answers_with_its_baselines(tiny_models_dir, saved_classifiers,
                                                                              tmp_path):
     import mlflow.pyfunc

@@ -1,5 +1,6 @@
-"""The library side of a fold's evaluation (services/evaluation: protocol, cost, folds): the seeded sample, the best baseline, explaining a
-rationale set with learned and baseline methods, faithfulness on the sample, and scoring with known answers."""
+"""The library side of a fold's evaluation (services/evaluation: protocol, cost, folds): the seeded sample, the best
+baseline, explaining a rationale set with learned and baseline methods, faithfulness on the sample, and scoring with
+known answers."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -78,7 +79,8 @@ def test_scoring_known_answers(rationale_set):
     token_scores = pd.DataFrame(rows)
     faithful = pd.DataFrame({"method": ["oracle", "inverse"], "example_id": ["x0", "x0"],
                              "comprehensiveness": [0.3, -0.1], "sufficiency": [0.1, 0.2]})
-    thresholds = {"expnet_paper": {"own": 0.5, "own_calibrated": 0.4}, "expnet_plus": {"own": 0.5, "own_calibrated": 0.6}}
+    thresholds = {"expnet_paper": {"own": 0.5, "own_calibrated": 0.4},
+                  "expnet_plus": {"own": 0.5, "own_calibrated": 0.6}}
     metrics = score_rationale_set(token_scores, predictions, faithful, 0.5, thresholds, SCORING, fold="f",
                                   held_out_task="t").set_index(["method", "rule", "subset"])
     assert metrics.at[("oracle", "matched", "all"), "auroc"] == 1.0

@@ -191,13 +191,12 @@ def integrated_gradients_by_hand(model, ids: list[int], target: int, pad_id: int
     baseline_ids[0, 1:-1] = pad_id
     with torch.no_grad():
         x, b = embedding(ids), embedding(baseline_ids)
-    total = torch.zeros_like(x)
-    for alpha, weight in zip(alphas, weights):
-        point = (b + alpha * (x - b)).requires_grad_(True)
-        logit = model(inputs_embeds=point, attention_mask=torch.ones_like(ids)).logits[0, target]
-        (gradient,) = torch.autograd.grad(logit, point)
-        total += weight * gradient
-    return (total * (x - b))[0].sum(-1)
+    alphas = torch.as_tensor(np.asarray(alphas), dtype=x.dtype)[:, None, None]
+    weights = torch.as_tensor(np.asarray(weights), dtype=x.dtype)[:, None, None]
+    points = (b + alphas * (x - b)).requires_grad_(True)  # every step of the path, one row each
+    logits = model(inputs_embeds=points, attention_mask=torch.ones(len(points), ids.shape[1], dtype=torch.long)).logits
+    (gradients,) = torch.autograd.grad(logits[:, target].sum(), points)  # the rows never interact
+    return ((weights * gradients).sum(0) * (x - b)[0]).sum(-1)
 
 
 @pytest.mark.parametrize("method, n_steps", [("riemann_right", 5), ("gausslegendre", 4)])
@@ -279,9 +278,9 @@ def test_occlusion_is_the_drop_in_the_target_probability_by_hand(family, classif
     expected = []
     for ids, target in zip(texts, TARGETS):
         full = target_probability(model, ids, target)
+        occluded = target_probability(model, [[*ids[:j], mask_id, *ids[j + 1:]] for j in content(ids)], target)
         drops = torch.zeros(len(ids))
-        for j in content(ids):
-            drops[j] = full - target_probability(model, [*ids[:j], mask_id, *ids[j + 1:]], target)
+        drops[1:-1] = full - torch.tensor(occluded)
         expected.append(drops)
     check(build_method("occlusion", batch_size=3).explain(model, batch).scores, texts, expected, family,
           tolerance={"rtol": 1e-4, "atol": 1e-6}, spread=1e-5)
@@ -305,7 +304,7 @@ def lime_by_hand(model, ids: list[int], target: int, mask_id: int, n_samples: in
     samples = np.stack(samples)
     cosine = samples.sum(1) / (math.sqrt(n) * np.linalg.norm(samples, axis=1).clip(min=1e-12))
     weights = np.sqrt(np.exp(-((100 * (1 - cosine)) ** 2) / 25.0 ** 2))
-    outputs = np.array([target_probability(model, removed(ids, s, mask_id), target) for s in samples])
+    outputs = np.array(target_probability(model, [removed(ids, s, mask_id) for s in samples], target))
     coefficients = Ridge(alpha=1.0).fit(samples, outputs, sample_weight=weights).coef_
     scores = torch.zeros(len(ids))
     scores[1:-1] = torch.as_tensor(coefficients, dtype=torch.float32)

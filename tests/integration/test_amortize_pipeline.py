@@ -18,6 +18,14 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TASKS = ("hatexplain", "sst2", "cola")
 
 
+def student_run(client: MlflowClient, name: str):
+    """The latest MLflow run of a student (the hook logs one per namespace into experiment `amortize`)."""
+    experiment = client.get_experiment_by_name("amortize")
+    [run] = client.search_runs([experiment.experiment_id], f"attributes.run_name = '{name}'", max_results=1,
+                               order_by=["attributes.start_time DESC"])
+    return run
+
+
 @pytest.fixture(scope="module")
 def amortize_run(smoke_crosstask_run, smoke_runner, smoke_tracking_uri):
     smoke_runner("amortize", smoke_tracking_uri)
@@ -44,15 +52,17 @@ def test_every_task_classifier_gets_a_scored_logged_and_registered_student(amort
         test_ids = set(predictions.loc[predictions["role"] == "rationale_test", "example_id"])
         assert not set(train["example_id"]) & test_ids  # never a text of the rationale test set
         assert f"## {task}" in summary
-        run = json.loads((reports / f"{task}_mlflow_run.json").read_text())
-        logged = client.get_run(run["run_id"])
+        logged = student_run(client, f"student_{task}")
         assert logged.info.status == "FINISHED" and "fidelity.student.spearman" in logged.data.metrics
-        name, number = run["registered_model"].removeprefix("models:/").split("/")
+        assert {"variants.csv", "fidelity.csv", "plausibility.csv", "report.md"} <= \
+            {a.path for a in client.list_artifacts(logged.info.run_id)}
+        name, number = logged.data.tags["registered_model"].removeprefix("models:/").split("/")
         assert name == f"amortize-student_{task}"
-        assert client.get_model_version(name, number).run_id == run["run_id"]
+        assert client.get_model_version(name, number).run_id == logged.info.run_id
         # Loaded from the run's artifacts with this client (mlflow.set_tracking_uri would leak into later tests).
         (tmp_path / task).mkdir()
-        model = mlflow.pyfunc.load_model(client.download_artifacts(run["run_id"], "explainer", str(tmp_path / task)))
+        model = mlflow.pyfunc.load_model(client.download_artifacts(logged.info.run_id, "explainer",
+                                                                   str(tmp_path / task)))
         [record] = model.predict(pd.DataFrame({"text": ["a gutsy and exhilarating movie ."]}))
         assert set(record["scores"]) == {"student", "kernel_shap"}
 
@@ -109,7 +119,7 @@ def test_a_users_classifier_and_text_file_by_parameters(smoke_crosstask_run, smo
                                                         tmp_path, caplog):
     """`kedro run --pipeline amortize_own --params "own.classifier=DIR,own.texts=FILE"`: the smoke CoLA classifier
     (not the default SST-2 one) and a .txt file with a blank line and a text too short to rank."""
-    from learned_attribution.services.explain import FoldExplainer
+    from learned_attribution import StudentExplainer
 
     records = [json.loads(line) for line in (PROJECT_ROOT / "data/01_raw/external/example_rationales.jsonl")
                .read_text().splitlines()]
@@ -128,11 +138,10 @@ def test_a_users_classifier_and_text_file_by_parameters(smoke_crosstask_run, smo
     assert len(train) == 24 and (fidelity["n_examples"] == 6).all()  # 30 usable texts: a fifth held out
     card = json.loads((smoke_crosstask_run / "06_models" / "student_own" / "fold.json").read_text())
     assert Path(card["classifier"]) == classifier.resolve()
-    run = json.loads((reports / "own_mlflow_run.json").read_text())
-    logged = MlflowClient(tracking_uri=smoke_tracking_uri).get_run(run["run_id"])
+    logged = student_run(MlflowClient(tracking_uri=smoke_tracking_uri), "student_own")
     assert logged.info.status == "FINISHED" and "plausibility.student.auroc" not in logged.data.metrics
-    assert run["registered_model"].startswith("models:/amortize-student_own/")
-    explainer = FoldExplainer.from_student(smoke_crosstask_run / "06_models" / "student_own")
+    assert logged.data.tags["registered_model"].startswith("models:/amortize-student_own/")
+    explainer = StudentExplainer.from_folder(smoke_crosstask_run / "06_models" / "student_own")
     assert Path(explainer.classifier.path).resolve() == classifier.resolve()
     [result] = explainer.explain(["the book was read by me ."])
     assert set(result.word_scores) == {"student", "kernel_shap"}

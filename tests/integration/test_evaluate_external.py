@@ -17,7 +17,7 @@ import torch
 from learned_attribution.adapters.hooks.runs import metric_entries
 from learned_attribution.core.data.rationales import RationaleFileError, parse_rationale_lines
 from learned_attribution.core.models.features import feature_names
-from learned_attribution.core.tasks import FOLDS, TASKS
+from learned_attribution.core.tasks import FOLDS
 from learned_attribution.services.bundle import Bundle
 from learned_attribution.services.config import ComputeSettings, ScoringSettings
 from learned_attribution.services.evaluation import external
@@ -107,9 +107,10 @@ def test_settings_are_parsed_and_missing_or_unknown_ones_are_named():
     assert settings.held_out_task == "cola"
     with pytest.raises(ValueError, match="evaluate_external.classifier_task, evaluate_external.expnet_fold not set"):
         _settings(classifier_task=None, expnet_fold="")
-    with pytest.raises(ValueError, match=r"parameter\(s\) evaluate_external.batch_size missing"):
+    with pytest.raises(ValueError, match=r"evaluate_external.max_examples, evaluate_external.batch_size, "
+                                         r"evaluate_external.mlflow_experiment missing"):
         external.external_settings({"file": "f.jsonl", "classifier_task": "sst2", "expnet_fold": "heldout_sst2"})
-    with pytest.raises(ValueError, match="unknown parameter.*evaluate_external.max_example "):
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) evaluate_external.max_example;"):
         _settings(max_example=3)
     with pytest.raises(ValueError, match="expnet_fold must be one of"):
         _settings(expnet_fold="sst2")

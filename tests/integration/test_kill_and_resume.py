@@ -34,23 +34,23 @@ KILLER = textwrap.dedent('''
             if "attention_features_cola.partial" in str(self._filepath):
                 die()
         ParquetDataset.save = save
-    elif point == "model":  # between the weights and the config of heldout_sst2's ExpNet+
+    elif point == "model":  # writing heldout_sst2's folder: between its ExpNet+'s weights and its config
         from learned_attribution.core.models import artifacts
         original = artifacts.save_file
         def save_file(tensors, path):
             original(tensors, path)
-            if "heldout_sst2/expnet_plus.partial" in path:
+            if "heldout_sst2.partial/expnet_plus/" in path:
                 die()
         artifacts.save_file = save_file
     elif point == "scoring":  # in the middle of heldout_sst2's score_fold
-        from learned_attribution.services import evaluation
-        original, calls = evaluation.score_method, []
+        from learned_attribution.services.evaluation import protocol
+        original, calls = protocol.score_method, []
         def score_method(*args, **kwargs):
             calls.append(1)
             if len(calls) == 25:
                 die()
             return original(*args, **kwargs)
-        evaluation.score_method = score_method
+        protocol.score_method = score_method
 
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
@@ -96,10 +96,11 @@ def test_killed_while_writing_features(clean, smoke_tracking_uri, smoke_runner, 
 
 
 def test_killed_while_saving_a_model(clean, smoke_tracking_uri, smoke_runner, tmp_path):
-    chosen = SMOKE_DATA / "06_models" / "heldout_sst2" / "expnet_plus"
-    shutil.rmtree(chosen)
+    fold = SMOKE_DATA / "06_models" / "heldout_sst2"
+    shutil.rmtree(fold)
     kill_at("model", "crosstask", smoke_tracking_uri, tmp_path)
-    assert not chosen.exists()  # the weights were written, the config not: the folder is not there
+    # ExpNet+'s weights were written, its config and the card not: the fold's folder is not there
+    assert not fold.exists() and (fold.with_name("heldout_sst2.partial") / "expnet_plus").is_dir()
     smoke_runner("crosstask", smoke_tracking_uri, only_missing_outputs=True)
     pd.testing.assert_frame_equal(pd.read_csv(SMOKE_DATA / "08_reporting" / "crosstask_metrics.csv"),
                                   clean["metrics"])
@@ -118,7 +119,7 @@ def test_killed_while_scoring(clean, smoke_tracking_uri, smoke_runner, tmp_path)
     smoke_runner("crosstask", smoke_tracking_uri, only_missing_outputs=True)
     pd.testing.assert_frame_equal(pd.read_csv(SMOKE_DATA / "08_reporting" / "crosstask_metrics.csv"),
                                   clean["metrics"])
-    # The resume's start marked the dead process's runs KILLED and continued them (hooks.py): the fold's run is
+    # The resume's start marked the dead process's runs KILLED and continued them (adapters/hooks): the fold's run is
     # the killed one, now FINISHED with the metrics of the resumed scoring, and no run is left RUNNING.
     resumed = client.get_run(killed.info.run_id)
     assert resumed.info.status == "FINISHED" and resumed.data.tags["learned_attribution.resumed_count"] == "1"

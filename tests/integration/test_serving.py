@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from learned_attribution.services.explain import FoldExplainer
+from learned_attribution import FoldExplainer
 
 pytestmark = pytest.mark.integration
 

@@ -29,8 +29,9 @@ def test_a_fourth_task_gets_a_fold_trained_on_the_other_three(four_tasks):
     reader = _node(pipeline, f"read_{SYNTHETIC}")
     assert reader.inputs == ["raw_synthetic_sentences", "params:data_processing.synthetic",
                              "params:data_processing.strict"]
+    assert "params:classifiers.synthetic" in _node(pipeline, f"{SYNTHETIC}.parse_settings").inputs
     assert set(_node(pipeline, f"{SYNTHETIC}.train_classifier").inputs) >= {f"tokenized_{SYNTHETIC}",
-                                                                            "params:classifiers.synthetic"}
+                                                                            f"{SYNTHETIC}.settings"}
     for task in NAMES:
         others = [t for t in NAMES if t != task]
         fold = f"heldout_{task}"
@@ -39,8 +40,9 @@ def test_a_fourth_task_gets_a_fold_trained_on_the_other_three(four_tasks):
                  for name in ("train_expnet", "select_expnet_plus", "fit_expnet_plus")}
         assert {i for i in reads["train_expnet"] if i.endswith(".attention_features")} == \
             {f"{t}.attention_features" for t in others}
+        settings = {f"{fold}.{name}" for name in ("expnet_plus_recipes", "compute_settings")}
         assert {i for i in reads["select_expnet_plus"] if not i.startswith("params:")} == \
-            {f"{t}.explainer_signals" for t in others} | {f"{fold}.budget"}
+            {f"{t}.explainer_signals" for t in others} | {f"{fold}.budget"} | settings
         assert {i for i in reads["fit_expnet_plus"] if i.endswith(".explainer_signals")} == \
             {f"{t}.explainer_signals" for t in NAMES}
         # The held-out task enters a fold's training only as its classifier's (unlabeled) signals.

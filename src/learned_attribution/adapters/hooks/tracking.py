@@ -108,6 +108,12 @@ class MlflowRunsHook:
         own = self._raw_files(pipeline.inputs())
         derived = self._raw_files(data_processing.create_pipeline().inputs()) | own
         params = self._params
+        experiments: dict[str, str] = {}  # name -> id: each experiment looked up (and its stale runs ended) once
+
+        def experiment_of(name: str, artifact_location: str | None = None) -> str:
+            if name not in experiments:
+                experiments[name] = experiment(client, name, artifact_location)
+            return experiments[name]
 
         def start(experiment_id: str, identity: str, name: str, tags: dict, values: dict,
                   files: dict[str, Path]) -> TrackedRun:
@@ -121,25 +127,25 @@ class MlflowRunsHook:
 
         if parent:
             self._parent_experiment = params["mlflow"]["experiment"]
-            experiment_id = experiment(client, self._parent_experiment)
+            parent_experiment = experiment_of(self._parent_experiment)
             folds = sorted({_root(n.namespace) for n in pipeline.nodes if _root(n.namespace).startswith(FOLD_PREFIX)})
             kind = "crosstask" if folds else "classifiers"
             pipelines = ",".join(str(n) for n in (run_params.get("pipeline_names") or [run_params.get("pipeline_name")]))
             # The parent's identity is the whole pipeline's (unfiltered) folds and classifiers, so a resume that
             # leaves only some of them to run still finds it.
             identity = f"parent:{kind}:{','.join(folds)}:{','.join(_trained(pipeline.nodes))}"
-            self._parent = start(experiment_id, identity, f"{kind} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            self._parent = start(parent_experiment, identity, f"{kind} {time.strftime('%Y-%m-%d %H:%M:%S')}",
                                  {"kedro.pipeline": pipelines}, {**shared_parameters(params), "folds": ",".join(folds)},
                                  derived)
         for namespace in namespaces:
             kind = kind_of(namespace)
             name = kind.experiment(params)
-            experiment_id = experiment(client, name, kind.artifact_location(params))
             tags = kind.tags(namespace, params)
             if kind.child and self._parent is not None:
                 tags["mlflow.parentRunId"] = self._parent.run_id
-            self._runs[namespace] = start(experiment_id, f"{kind.name}:{namespace}", kind.run_name(namespace, params),
-                                          tags, kind.params(namespace, params), derived if kind.child else own)
+            self._runs[namespace] = start(experiment_of(name, kind.artifact_location(params)), f"{kind.name}:{namespace}",
+                                          kind.run_name(namespace, params), tags, kind.params(namespace, params),
+                                          derived if kind.child else own)
             self._kinds[namespace], self._experiments[namespace] = kind, name
         logger.info("MLflow: %s at %s", ", ".join(f"{n} run {r.run_id}" for n, r in
                                                  ([("parent", self._parent)] if self._parent else [])

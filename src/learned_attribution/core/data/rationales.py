@@ -178,7 +178,8 @@ def read_rationale_file(path: str | Path, n_classes: int = 2) -> pd.DataFrame:
     """The rationale file at `path` (relative to the working directory), parsed and validated into the example
     schema (`core.data.schema.EXAMPLE_COLUMNS`; task and split `external`, role `rationale_test`): a .jsonl file,
     or a datasets folder or .csv / .parquet / .json file. Labels are classes 0..n_classes-1. Raises
-    `RationaleFileError` naming the file and line or row at fault, or when no example marks a rationale word."""
+    `RationaleFileError` naming the file and line or row at fault, or when no example marks a rationale word. The
+    frame's `attrs["file"]` is `path`."""
     path = Path(path)
     if not path.exists():
         raise RationaleFileError(f"no such file {path} (working directory {Path.cwd()})")
@@ -186,4 +187,5 @@ def read_rationale_file(path: str | Path, n_classes: int = 2) -> pd.DataFrame:
         examples = parse_rationale_lines(_jsonl_text(path), str(path), n_classes)
     else:
         examples = read_datasets_rationales(path, n_classes)
+    examples.attrs["file"] = str(path)
     return check_rationales(examples, str(path))

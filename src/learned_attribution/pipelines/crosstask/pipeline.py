@@ -4,7 +4,7 @@ from typing import Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
-from learned_attribution.core.tasks import FOLD_PREFIX, MIN_TASKS, TASK_REGISTRY, Task
+from learned_attribution.core.tasks import FOLD_PREFIX, MIN_TASKS, TASK_REGISTRY, TASKS, Task
 from learned_attribution.pipelines import classifiers, data_processing
 from learned_attribution.services.reporting.crosstask import ablation_report, crosstask_summary
 
@@ -68,7 +68,7 @@ def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline
     ])
 
 
-def create_folds(tasks: Sequence[str]) -> Pipeline:
+def create_folds(tasks: Sequence[str] = TASKS) -> Pipeline:
     """One fold per task of `tasks` (namespace `heldout_<task>`), trained on all the other tasks, then the
     cross-fold report. The protocol needs at least three tasks: ExpNet+ is selected by leaving one training
     task out, so a fold needs two training tasks at least."""

@@ -14,6 +14,7 @@ from learned_attribution.services.bundle import Bundle
 from learned_attribution.services.config import ComputeSettings, ScoringSettings, compute_settings, scoring_settings
 from learned_attribution.services.evaluation import external, protocol
 from learned_attribution.services.evaluation.external import ExternalSettings
+from learned_attribution.services.reporting import charts
 
 
 def parse_settings(evaluate_external: dict[str, Any], crosstask: dict[str, Any], layer: int, seed: int,
@@ -81,4 +82,4 @@ def run_counts(file_counts: dict[str, float], predictions: pd.DataFrame, failure
 
 def plot_metrics(metrics: pd.DataFrame, settings: ExternalSettings) -> matplotlib.figure.Figure:
     """Bar chart of F1 and AUROC per method with intervals and floors, for MLflow."""
-    return external.metrics_chart(metrics, settings)
+    return charts.metrics_bar_chart(metrics, settings.title)

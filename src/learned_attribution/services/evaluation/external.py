@@ -5,8 +5,8 @@ classifier's task and the file as columns.
 
 `ExternalSettings` is the parsed `evaluate_external` parameter block; `check_fold` checks that the fold and the
 classifier fit together and gives the fold's budget; `predict` picks the examples to score (a rationale token left
-after truncation, the seeded `max_examples` cap) and predicts only those; `metrics_table`, `run_counts` and
-`metrics_chart` are the run's outputs."""
+after truncation, the seeded `max_examples` cap) and predicts only those; `metrics_table` and `run_counts` are the
+run's outputs (its chart: `reporting.charts.metrics_bar_chart` with `ExternalSettings.title`)."""
 from __future__ import annotations
 
 import logging
@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import matplotlib.figure
 import numpy as np
 import pandas as pd
 
@@ -28,7 +27,6 @@ from learned_attribution.core.tasks import FOLD_PREFIX, FOLDS, TASKS
 
 from ..bundle import FOLD_LEARNED, Bundle
 from ..config import ComputeSettings, ScoringSettings, block, positive_int
-from ..reporting.charts import metrics_bar_chart
 from . import protocol
 
 logger = logging.getLogger(__name__)
@@ -64,6 +62,7 @@ class ExternalSettings:
 
     @property
     def title(self) -> str:
+        """The run's title (its metrics chart's)."""
         return f"{Path(self.file).name}: {self.classifier_task} classifier, {self.expnet_fold} ExpNet"
 
 
@@ -166,6 +165,10 @@ def scored_examples(examples: pd.DataFrame, classifier: TrainedClassifier, max_l
     `max_examples`: the very sample the protocol draws later with the same seed). Adds input_ids, word_ids,
     token_labels, truncated."""
     file = settings.file
+    read = examples.attrs.get("file")  # the file the catalog read (core.data.rationales.read_rationale_file)
+    if read is not None and Path(read) != Path(file):
+        raise ValueError(f"the rationale file read is {read} but parameter evaluate_external.file is {file}: set "
+                         "it with --params (the catalog reads the run-time parameter)")
     n_classes = int(classifier.model.config.num_labels)
     too_high = examples[examples["label"] >= n_classes]
     if len(too_high):
@@ -248,8 +251,3 @@ def run_counts(counts_of_file: Mapping[str, float], predictions: pd.DataFrame, f
             "examples/all_tokens_rationale": float(marks_every_token(predictions).sum()),
             "examples/explain_failures": float(len(failures)),
             "classifier/accuracy_scored": float(predictions["correct"].mean())}
-
-
-def metrics_chart(metrics: pd.DataFrame, settings: ExternalSettings) -> matplotlib.figure.Figure:
-    """Bar chart of F1 (matched budget) and AUROC per method, with intervals and floors."""
-    return metrics_bar_chart(metrics, settings.title)
