@@ -84,6 +84,7 @@ def _outputs_pipeline():
                           name="make_plots")], namespace="afn")
 
 
+@pytest.mark.slow
 def test_the_afn_run_holds_parameters_metrics_report_table_and_plots(store, afn_params, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     tmp_path, uri = store

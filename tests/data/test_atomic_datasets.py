@@ -59,12 +59,12 @@ def test_a_failed_partitioned_write_is_absent_not_partial(tmp_path):
     def crash():
         raise RuntimeError("killed")
 
-    with pytest.raises(Exception, match="killed"):
+    with pytest.raises(DatasetError, match="killed"):
         dataset.save({"part-0": pd.DataFrame({"a": [1]}), "part-1": crash})
     assert not folder.exists() and not dataset.exists()  # part-0 was written, but only under parts.partial/
     dataset.save({"part-0": pd.DataFrame({"a": [1]}), "part-1": lambda: pd.DataFrame({"a": [2]})})
     assert dataset.exists() and sorted(p.name for p in folder.iterdir()) == ["part-0.parquet", "part-1.parquet"]
-    with pytest.raises(Exception, match="killed"):
+    with pytest.raises(DatasetError, match="killed"):
         dataset.save({"part-0": pd.DataFrame({"a": [9]}), "part-1": crash})
     loaded = pd.concat([load() for _, load in sorted(dataset.load().items())])
     assert loaded["a"].tolist() == [1, 2]  # the complete earlier output, untouched

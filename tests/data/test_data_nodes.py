@@ -1,11 +1,12 @@
-"""data_processing nodes: the per-role cap (smoke slices) and the data report."""
+"""The data_processing pipeline's per-role cap (smoke slices) and data report (`core.data.schema`), and the report
+node over them."""
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from learned_attribution.core.data.schema import SKIP_COLUMNS
-from learned_attribution.pipelines.data_processing.nodes import REPORT_COLUMNS, build_data_report, cap_examples
+from learned_attribution.core.data.schema import REPORT_COLUMNS, SKIP_COLUMNS, cap_examples, data_report
+from learned_attribution.pipelines.data_processing.nodes import build_data_report
 
 
 @pytest.fixture
@@ -57,10 +58,12 @@ def test_data_report_counts_density_truncation_and_skips():
     ])
     sst2 = _tokenized("sst2", [("train", "classifier_train", None, False)])
     cola = _tokenized("cola", [("train", "rationale_val", [1, 1, 0], False)])
-    report = build_data_report(hatexplain, sst2, cola,
-                               _skipped("hatexplain", ["test", "test", "val", "test"],
-                                        ["classifier_test", None, "classifier_val", "rationale_test"]),
-                               _skipped("sst2", ["train"], ["rationale_train"]), _skipped("cola", []))
+    tables = (hatexplain, sst2, cola,
+              _skipped("hatexplain", ["test", "test", "val", "test"],
+                       ["classifier_test", None, "classifier_val", "rationale_test"]),
+              _skipped("sst2", ["train"], ["rationale_train"]), _skipped("cola", []))
+    report = data_report(*tables)
+    pd.testing.assert_frame_equal(build_data_report(*tables), report)  # the pipeline's node
     assert list(report.columns) == REPORT_COLUMNS
     rows = report.astype(object).where(report.notna(), None).values.tolist()
     assert rows == [
@@ -75,3 +78,9 @@ def test_data_report_counts_density_truncation_and_skips():
         ["sst2", "train", "rationale_train", 0, 0, None, 0, 1],
     ]
     assert report["n_skipped"].sum() == 5
+
+
+def test_the_data_report_needs_a_skipped_table_per_tokenized_table():
+    sst2 = _tokenized("sst2", [("train", "classifier_train", None, False)])
+    with pytest.raises(ValueError, match="each task's tokenized table, then each task's skipped records: got 3"):
+        data_report(sst2, sst2, _skipped("sst2", []))

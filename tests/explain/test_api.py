@@ -55,7 +55,6 @@ def test_paper_expnet_scores_equal_the_network_on_the_classifier_attention(fold)
     assert result.rationale["expnet_paper"] == own_rule(list(expected), 0.45, 0.4)
 
 
-@pytest.mark.slow
 def test_every_method_equals_the_registry_explainer_on_the_same_batch(fold):
     methods = ["expnet_plus", "expnet_paper", "saliency", "integrated_gradients", "raw_attention", "lime"]
     results = fold.explain(TEXTS, methods=methods, batch_size=2)

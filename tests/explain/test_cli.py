@@ -6,10 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from learned_attribution.adapters.cli import main
 from learned_attribution.core.data.texts import read_inputs
 from learned_attribution.core.errors import InputError
+from learned_attribution.services.bundle import task_classifier
 
 
 def run(tiny_models_dir, *args):
@@ -31,7 +33,15 @@ def test_text_arguments_give_jsonl_and_an_offline_html_page(tiny_models_dir, tmp
                             "unknown_share", "mostly_unknown", "scores", "rationale"}
         assert set(row["scores"]) == set(row["rationale"]) == {"expnet_plus", "integrated_gradients"}
         assert all(len(v) == len(row["words"]) for v in [*row["scores"].values(), *row["rationale"].values()])
-        assert 0.5 <= row["probability"] <= 1 and row["truncated"] is False
+        assert row["truncated"] is False
+    # The classifier's own probability of its predicted class, computed here from its logits.
+    classifier = task_classifier("sst2", tiny_models_dir)
+    for row in rows:
+        ids = classifier.tokenizer(row["words"], is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            probabilities = torch.softmax(classifier.model(**ids).logits[0], dim=-1)
+        assert row["predicted"] == int(probabilities.argmax())
+        assert row["probability"] == pytest.approx(float(probabilities.max()), abs=1e-6)
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>") and "http" not in html and "<script" not in html
     assert html.count("<h3>") == 2 and "predicted " in html and "integrated_gradients" in html

@@ -196,13 +196,16 @@ def test_an_all_one_file_warns_that_auroc_is_undefined_and_scores_without_error(
         "examples/all_tokens_rationale"] == 3
 
 
-def test_the_file_read_must_be_the_file_the_parameters_name(tmp_path, classifier):
+def test_the_file_read_must_be_the_file_the_parameters_name(tmp_path, classifier, monkeypatch):
     source = write_jsonl(tmp_path / "read.jsonl", [[0, 1, 0]])
     examples = read_rationale_file(source)
     assert examples.attrs["file"] == str(source)
+    monkeypatch.chdir(tmp_path)  # the catalog reads an absolute path; the parameter may be relative to the root
+    same = settings_for("read.jsonl")
+    assert len(external.predict(examples, classifier, 16, same, scoring_for(same), CPU)) == 1
     settings = settings_for(tmp_path / "other.jsonl")
     with pytest.raises(ValueError, match=r"the rationale file read is .*read.jsonl but parameter "
-                                         r"evaluate_external.file is .*other.jsonl: set it with --params"):
+                                         r"evaluate_external.file is .*other.jsonl \(.*other.jsonl\): set it with --params"):
         external.predict(examples, classifier, 16, settings, scoring_for(settings), CPU)
 
 

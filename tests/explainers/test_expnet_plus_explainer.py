@@ -19,7 +19,7 @@ ROWS = [[CLS, 7, 12, 30, 5, SEP], [CLS, 22, 8, SEP], [CLS, 9, SEP]]
 
 
 def test_both_names_are_the_one_learned_method():
-    assert issubclass(METHODS["expnet_paper"], LearnedMethod) and issubclass(METHODS["expnet_plus"], LearnedMethod)
+    assert all(issubclass(METHODS[name], LearnedMethod) for name in ("expnet_paper", "expnet_plus", "student"))
 
 
 @pytest.mark.parametrize("name, variant", [

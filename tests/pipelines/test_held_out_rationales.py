@@ -37,6 +37,7 @@ def _assert_same_tensors(state: dict, twin: dict, what: str) -> None:
         assert torch.equal(value, twin[key]), f"{what}: {key} differs"
 
 
+@pytest.mark.slow
 def test_the_inverted_rationale_file_reaches_the_fold(clean_and_poisoned):
     clean, poisoned = clean_and_poisoned
     labels, inverted = _token_labels(clean), _token_labels(poisoned)

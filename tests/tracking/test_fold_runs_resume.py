@@ -124,6 +124,7 @@ def store(tmp_path_factory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('mlflow')}/mlflow.db"
 
 
+@pytest.mark.slow
 def test_a_resumed_fold_continues_the_killed_run_that_holds_its_earlier_metrics(store, tmp_path):
     params, data = _params(store, "resume-after-kill"), tmp_path / "data"
     client = MlflowClient(store)
@@ -146,6 +147,7 @@ def test_a_resumed_fold_continues_the_killed_run_that_holds_its_earlier_metrics(
     assert len(_runs(client, "resume-after-kill")) == 3  # parent + two folds, nothing added by the resume
 
 
+@pytest.mark.slow
 def test_a_failed_run_is_continued_by_the_resume(store, tmp_path):
     params, data = _params(store, "resume-after-failure"), tmp_path / "data"
     client = MlflowClient(store)
@@ -158,6 +160,7 @@ def test_a_failed_run_is_continued_by_the_resume(store, tmp_path):
     assert sst2.data.metrics["budget/seconds"] == 12.5
 
 
+@pytest.mark.slow
 def test_a_no_op_resume_creates_no_run(store, tmp_path):
     params, data = _params(store, "no-op-resume"), tmp_path / "data"
     client = MlflowClient(store)
@@ -172,6 +175,7 @@ def test_a_no_op_resume_creates_no_run(store, tmp_path):
     assert len(runs) == 5 and len(_runs(client, "no-op-resume", "heldout_cola")) == 1
 
 
+@pytest.mark.slow
 def test_a_run_with_other_parameters_is_never_continued(store, tmp_path):
     data = tmp_path / "data"
     client = MlflowClient(store)
@@ -181,6 +185,7 @@ def test_a_run_with_other_parameters_is_never_continued(store, tmp_path):
     assert sorted(r.info.status for r in runs) == ["FINISHED", "KILLED"]
 
 
+@pytest.mark.slow
 def test_a_fold_continued_under_a_new_parent_is_re_pointed_at_it(store, tmp_path):
     params, data = _params(store, "new-parent"), tmp_path / "data"
     client = MlflowClient(store)
@@ -195,6 +200,7 @@ def test_a_fold_continued_under_a_new_parent_is_re_pointed_at_it(store, tmp_path
     assert fold.data.tags["learned_attribution.resumed_count"] == "1"
 
 
+@pytest.mark.slow
 def test_a_copied_project_warns_that_its_experiment_writes_artifacts_into_the_original(tmp_path, monkeypatch, caplog):
     """MLflow stores an experiment's artifact root as an absolute path when it creates the experiment, so a
     copy (`cp -a`) of a project with a SQLite store keeps writing into the original's mlruns/: one warning line

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from learned_attribution.services.tracking import store as tracking
@@ -82,7 +83,7 @@ def test_a_logging_failure_is_a_warning_unless_strict(tmp_path, caplog):
         assert guard("metrics of a missing run", client.log_metric, "no-such-run", "auroc", 0.5) is None
     assert "MLflow: metrics of a missing run was not logged" in caplog.text and len(guard.failures) == 1
     assert guard("a constant", lambda: 3) == 3
-    with pytest.raises(Exception):
+    with pytest.raises(MlflowException, match="no-such-run"):
         tracking.GuardedLogging(strict=True)("metrics of a missing run", client.log_metric, "no-such-run", "x", 1.0)
 
 

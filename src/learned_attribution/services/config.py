@@ -146,11 +146,10 @@ CLASSIFIER_CAPS = ("max_train_examples", "max_val_examples", "eval_batch_size")
 
 
 def classifier_settings(classifier: Mapping[str, Any], seed: int, compute: ComputeSettings,
-                        where: str = "classifiers.<task>") -> ClassifierSettings:
-    values = dict(classifier or {})
-    caps = {key: values.pop(key, None) for key in CLASSIFIER_CAPS}
-    block(caps | values, where, [*CLASSIFIER_CAPS, *(f.name for f in fields(TrainingConfig) if f.name not in
-                                                     ("seed", "bf16"))])
+                        where: str) -> ClassifierSettings:
+    values = block(classifier, where, [*CLASSIFIER_CAPS, *(f.name for f in fields(TrainingConfig)
+                                                          if f.name not in ("seed", "bf16"))])
+    caps = {key: values.pop(key) for key in CLASSIFIER_CAPS}
     training = dataclass_from(TrainingConfig, values, where, seed=seed, bf16=compute.bf16)
     return ClassifierSettings(training, positive_int(caps["max_train_examples"], f"{where}.max_train_examples",
                                                      none=True),

@@ -11,7 +11,7 @@ from typing import Sequence
 from kedro.pipeline import Pipeline, node, pipeline
 
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
-from learned_attribution.pipelines.crosstask.pipeline import _bind
+from learned_attribution.pipelines import bind
 from learned_attribution.services.reporting.amortize import amortize_summary
 
 from .nodes import (evaluate_student, fit_student, held_out_teacher_scores, own_texts, plausibility_settings,
@@ -31,12 +31,12 @@ def _student_nodes(task: str, plausibility: bool) -> list:
         node(held_out_teacher_scores, ["classifier", "held_out_texts", "teacher_cache", *SETTINGS],
              ["held_out_teacher", "reference_teacher", "held_out_failures"], name="held_out_teacher"),
         node(student_signals, ["classifier", "train_texts", *SETTINGS], "signals", name="student_signals"),
-        node(_bind(fit_student, task=task), ["classifier", "signals", "teacher", "settings", "params:max_length",
+        node(bind(fit_student, task=task), ["classifier", "signals", "teacher", "settings", "params:max_length",
                                              "compute_settings"], ["student", "student_variants"], name="fit_student"),
         node(evaluate_student, ["classifier", "student", "held_out_texts", "held_out_teacher", "reference_teacher",
                                 *SETTINGS], ["fidelity", "faithfulness", "cost"], name="evaluate_student"),
-        node(_bind(student_bundle, task=task), ["classifier", "student", "settings"], "bundle", name="student_bundle"),
-        node(_bind(student_report, task=task),
+        node(bind(student_bundle, task=task), ["classifier", "student", "settings"], "bundle", name="student_bundle"),
+        node(bind(student_report, task=task),
              ["student_variants", "fidelity", "faithfulness", "cost", "skipped_texts", "teacher_failures",
               "held_out_failures", "train_texts", "held_out_texts", "settings"], "report", name="student_report"),
     ]
@@ -44,10 +44,10 @@ def _student_nodes(task: str, plausibility: bool) -> list:
         nodes += [
             node(plausibility_settings, ["params:crosstask", "params:explained_layer", "params:seed"], "scoring",
                  name="parse_scoring"),
-            node(_bind(student_plausibility, task=task),
+            node(bind(student_plausibility, task=task),
                  ["classifier", "student", "predictions", "fold_metrics", "budget", "scoring", "settings"],
                  "plausibility", name="student_plausibility"),
-            node(_bind(plot_costs, task=task), ["plausibility", "fold_cost", "cost"],
+            node(bind(plot_costs, task=task), ["plausibility", "fold_cost", "cost"],
                  ["cost_plausibility_plot", "cost_faithfulness_plot"], name="plot_costs"),
         ]
     return nodes

@@ -15,11 +15,11 @@ from learned_attribution.services.config import (ClassifierSettings, ComputeSett
 logger = logging.getLogger(__name__)
 
 
-def task_settings(classifier: dict[str, Any], features: dict[str, Any], seed: int, compute: dict[str, Any]
-                  ) -> tuple[ClassifierSettings, FeatureSettings, ComputeSettings]:
+def task_settings(classifier: dict[str, Any], features: dict[str, Any], seed: int, compute: dict[str, Any], *,
+                  task: str) -> tuple[ClassifierSettings, FeatureSettings, ComputeSettings]:
     """The task's parameter blocks, parsed once: `classifiers.<task>`, `features`, `compute`."""
     parsed = compute_settings(compute)
-    return classifier_settings(classifier, seed, parsed), feature_settings(features), parsed
+    return classifier_settings(classifier, seed, parsed, f"classifiers.{task}"), feature_settings(features), parsed
 
 
 def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], settings: ClassifierSettings,

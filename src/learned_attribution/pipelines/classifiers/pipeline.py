@@ -1,7 +1,10 @@
 """classifiers: one fine-tuned classifier per task (one template, one namespace per task)."""
 from typing import Sequence
 
+
 from kedro.pipeline import Pipeline, node, pipeline
+
+from learned_attribution.pipelines import bind
 
 from learned_attribution.core.tasks import TASKS
 
@@ -9,9 +12,10 @@ from .nodes import (attention_features, combine_classifier_metrics, explainer_si
                     task_settings, train_classifier)
 
 
-def task_template() -> Pipeline:
+def task_template(task: str) -> Pipeline:
+    settings = bind(task_settings, task=task)
     return pipeline([
-        node(task_settings, ["params:classifier", "params:features", "params:seed", "params:compute"],
+        node(settings, ["params:classifier", "params:features", "params:seed", "params:compute"],
              ["settings", "feature_settings", "compute_settings"], name="parse_settings"),
         node(train_classifier, ["tokenized", "params:encoder", "settings", "compute_settings"],
              ["classifier", "training_history"], name="train_classifier"),
@@ -29,7 +33,7 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
     """The task template once per task of `tasks` (namespace `<task>`, parameters `classifiers.<task>`), then
     the classifier metrics of them all."""
     per_task = [
-        pipeline(task_template(), namespace=task, inputs={"tokenized": f"tokenized_{task}"},
+        pipeline(task_template(task), namespace=task, inputs={"tokenized": f"tokenized_{task}"},
                  parameters={"classifier": f"classifiers.{task}", "encoder": "encoder", "features": "features",
                              "seed": "seed", "compute": "compute", "explained_layer": "explained_layer"})
         for task in tasks

@@ -1,8 +1,9 @@
 """crosstask: one fold per held-out task (train ExpNet on the others), plus the cross-fold report."""
-from functools import partial, update_wrapper
 from typing import Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
+
+from learned_attribution.pipelines import bind
 
 from learned_attribution.core.tasks import FOLD_PREFIX, MIN_TASKS, TASK_REGISTRY, TASKS, Task
 from learned_attribution.pipelines import classifiers, data_processing
@@ -17,12 +18,6 @@ SHARED_PARAMETERS = ("crosstask", "expnet_plus_variants", "explained_layer", "se
                      "max_length", "crosstask.n_heatmaps", "crosstask.variant_cost_examples")
 
 
-def _bind(function, **fixed):
-    bound = partial(function, **fixed)
-    update_wrapper(bound, function)
-    return bound
-
-
 def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline:
     """The fold pipeline; its free inputs are each training task's features and signals
     (`train_features_<task>`, `train_signals_<task>`) and the held-out task's signals, classifier and
@@ -34,35 +29,35 @@ def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline
     return pipeline([
         node(fold_settings, ["params:crosstask", "params:expnet_plus_variants", "params:explained_layer",
                              "params:seed", "params:compute"], SETTINGS, name="parse_settings"),
-        node(_bind(train_expnet, fold=fold), ["classifier", "expnet_recipe", *model, *train_features],
+        node(bind(train_expnet, fold=fold), ["classifier", "expnet_recipe", *model, *train_features],
              ["expnet", "expnet_history", "budget"], name="train_expnet"),
         node(select_expnet_plus, ["budget", "expnet_plus_recipes", "compute_settings", *train_signals],
              "expnet_plus_selection", name="select_expnet_plus"),
-        node(_bind(fit_expnet_plus, fold=fold),
+        node(bind(fit_expnet_plus, fold=fold),
              ["heldout_signals", "classifier", "budget", "expnet_plus_recipes", *model, *train_signals],
              "expnet_plus_variants", name="fit_expnet_plus"),
         node(chosen_expnet_plus, ["expnet_plus_variants", "expnet_plus_selection"],
              ["expnet_plus", "expnet_plus_shape_free"], name="chosen_expnet_plus"),
-        node(_bind(expnet_plus_ablation, fold=fold),
+        node(bind(expnet_plus_ablation, fold=fold),
              ["expnet_plus_variants", "expnet_plus_selection", "heldout_signals", "predictions", "fold_metrics",
               "budget", "scoring"], "expnet_plus_ablation", name="expnet_plus_ablation"),
         node(explain_heldout, ["classifier", "predictions", "expnet", "expnet_plus", "scoring", "compute_settings"],
              ["token_scores", "explain_failures", "explain_cost"], name="explain_heldout"),
         node(fold_faithfulness, ["classifier", "token_scores", "predictions", "scoring", "compute_settings"],
              "faithfulness", name="faithfulness"),
-        node(_bind(score_fold, fold=fold, held_out_task=held_out_task),
+        node(bind(score_fold, fold=fold, held_out_task=held_out_task),
              ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "scoring"], "fold_metrics",
              name="score_fold"),
-        node(_bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
+        node(bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
         node(time_expnet_plus_variants, ["classifier", "predictions", "expnet_plus_variants", "scoring",
                                          "params:crosstask.variant_cost_examples", "compute_settings"],
              "expnet_plus_cost", name="time_expnet_plus_variants"),
-        node(_bind(plot_cost, fold=fold), ["fold_metrics", "explain_cost", "expnet_plus_ablation", "expnet_plus_cost"],
+        node(bind(plot_cost, fold=fold), ["fold_metrics", "explain_cost", "expnet_plus_ablation", "expnet_plus_cost"],
              "cost_plot", name="plot_cost"),
-        node(_bind(fold_bundle, fold=fold),
+        node(bind(fold_bundle, fold=fold),
              ["fold_metrics", "budget", "scoring", "expnet", "expnet_plus", "expnet_plus_shape_free"], "bundle",
              name="fold_bundle"),
-        node(_bind(heatmaps, fold=fold),
+        node(bind(heatmaps, fold=fold),
              ["token_scores", "predictions", "fold_metrics", "classifier", "params:crosstask.n_heatmaps",
               "params:seed"], "heatmaps", name="heatmaps"),
     ])

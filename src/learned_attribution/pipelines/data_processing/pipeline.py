@@ -1,25 +1,19 @@
 """data_processing: every registered task's raw files -> one token-level rationale schema and a data report."""
-from functools import partial, update_wrapper
 from typing import Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
 from learned_attribution.core.tasks import TASK_REGISTRY, Task
+from learned_attribution.pipelines import bind
 
 from .nodes import build_data_report, read_task, tokenize_examples
-
-
-def _reader(task: Task):
-    bound = partial(read_task, loader=task.loader, task=task.name)
-    update_wrapper(bound, read_task)
-    return bound
 
 
 def create_pipeline(tasks: Sequence[Task] = TASK_REGISTRY, **kwargs) -> Pipeline:
     """One reader node (`read_<task>`) and one tokenizer node (`tokenize_<task>`) per task of `tasks` (the
     registry in `core/tasks.py`), then the data report over them all."""
     loaders = [
-        node(_reader(task), [*task.raw_inputs, f"params:data_processing.{task.name}", "params:data_processing.strict"],
+        node(bind(read_task, loader=task.loader, task=task.name), [*task.raw_inputs, f"params:data_processing.{task.name}", "params:data_processing.strict"],
              [f"examples_{task.name}", f"skipped_{task.name}"], name=f"read_{task.name}")
         for task in tasks
     ]

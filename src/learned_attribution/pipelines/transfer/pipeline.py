@@ -11,7 +11,7 @@ from typing import Sequence
 from kedro.pipeline import Pipeline, node, pipeline
 
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
-from learned_attribution.pipelines.crosstask.pipeline import _bind
+from learned_attribution.pipelines import bind
 from learned_attribution.services.reporting.crosstask import transfer_report
 
 from .nodes import transfer_fold, transfer_settings
@@ -22,7 +22,7 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
     folds = [
         pipeline([node(transfer_settings, ["params:crosstask", "params:explained_layer", "params:seed"], "scoring",
                        name="parse_scoring"),
-                  node(_bind(transfer_fold, fold=f"{FOLD_PREFIX}{task}"),
+                  node(bind(transfer_fold, fold=f"{FOLD_PREFIX}{task}"),
                        ["source", f"{task}.explainer_signals", f"{task}.rationale_predictions", f"{task}.classifier",
                         f"{FOLD_PREFIX}{task}.fold_metrics", "scoring"], "metrics", name="transfer_fold")],
                  namespace=f"transfer_{task}",

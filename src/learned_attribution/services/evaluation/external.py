@@ -166,9 +166,10 @@ def scored_examples(examples: pd.DataFrame, classifier: TrainedClassifier, max_l
     token_labels, truncated."""
     file = settings.file
     read = examples.attrs.get("file")  # the file the catalog read (core.data.rationales.read_rationale_file)
-    if read is not None and Path(read) != Path(file):
-        raise ValueError(f"the rationale file read is {read} but parameter evaluate_external.file is {file}: set "
-                         "it with --params (the catalog reads the run-time parameter)")
+    if read is not None and Path(read).resolve() != Path(file).resolve():
+        raise ValueError(f"the rationale file read is {read} but parameter evaluate_external.file is {file} "
+                         f"({Path(file).resolve()}): set it with --params (the catalog reads the run-time parameter, "
+                         "relative to the project root: run kedro there)")
     n_classes = int(classifier.model.config.num_labels)
     too_high = examples[examples["label"] >= n_classes]
     if len(too_high):
