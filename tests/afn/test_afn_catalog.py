@@ -31,7 +31,7 @@ def test_a_user_file_loads_with_its_path_and_a_missing_one_names_the_parameter(t
     assert dataset.load() == RawText(str(file), "a day at the park .\n")
     assert dataset.is_raw_input and dataset.path == file  # hashed into the MLflow run's inputs
     missing = OptionalRawTextDataset(str(tmp_path / "missing.txt"), parameter="afn.corpus.user_sentences_file")
-    with pytest.raises(DatasetError, match=r"^parameter afn.corpus.user_sentences_file='.*missing.txt': no such file$"):
+    with pytest.raises(DatasetError, match=r"^parameter afn.corpus.user_sentences_file='.*missing.txt': no such file \(working directory "):
         missing.load()
     with pytest.raises(DatasetError, match="read-only"):
         dataset.save(RawText("x", ""))

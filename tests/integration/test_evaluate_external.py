@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from kedro.io import DatasetError
 
 from learned_attribution.adapters.hooks.runs import metric_entries
 from learned_attribution.core.data.rationales import RationaleFileError, parse_rationale_lines
@@ -84,7 +85,7 @@ def test_an_empty_file_and_a_missing_file_are_reported(tmp_path):
     with pytest.raises(RationaleFileError, match="empty.jsonl: no examples"):
         parse_rationale_lines("\n  \n", "empty.jsonl")
     dataset = RationaleFileDataset(str(tmp_path / "absent.jsonl"), parameter="evaluate_external.file")
-    with pytest.raises(Exception, match="parameter evaluate_external.file: no such file .*absent.jsonl") as error:
+    with pytest.raises(DatasetError, match=r"parameter evaluate_external.file='.*absent.jsonl': no such file \(working directory ") as error:
         dataset.load()
     assert isinstance(error.value.__cause__, RationaleFileError)
     assert dataset.is_raw_input and dataset.path == tmp_path / "absent.jsonl"  # hashed by the MLflow hook

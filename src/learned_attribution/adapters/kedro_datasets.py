@@ -24,25 +24,34 @@ from learned_attribution.core.models.loading import TrainedClassifier, load_clas
 from learned_attribution.services import bundle as bundles
 
 
-class RawTextDataset(AbstractDataset[None, RawText]):
-    """A raw file loaded with its path, so parsers can name the file and line at fault.
+class InputFileDataset(AbstractDataset):
+    """A file the project only reads (raw data, a user's file): saving raises, and `is_raw_input` makes the MLflow
+    hook hash it into the runs that read it (adapters/hooks). A configured file that does not exist stops the run
+    naming `parameter`, the run-time parameter that sets it, when there is one. Subclasses `read` the file."""
 
-    Raw data is never written: saving raises.
-    """
+    is_raw_input = True
+    kind = "an input file"
 
-    is_raw_input = True  # hashed into the MLflow runs that read it (adapters/hooks)
-
-    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None):
+    def __init__(self, filepath: str, parameter: str | None = None, metadata: dict[str, Any] | None = None):
         self._filepath = Path(filepath)
+        self._parameter = parameter
         self.metadata = metadata
 
-    def load(self) -> RawText:
+    def load(self):
         if not self._filepath.exists():
-            raise DatasetError(f"Raw file {self._filepath} is missing (see data/01_raw/README.md)")
-        return RawText(path=str(self._filepath), text=self._filepath.read_text(encoding="utf-8"))
+            where = f"parameter {self._parameter}={str(self._filepath)!r}: no such file" if self._parameter else \
+                f"no such file {self._filepath}"
+            raise self.missing(f"{where} (working directory {Path.cwd()})")
+        return self.read()
+
+    def read(self):
+        raise NotImplementedError
+
+    def missing(self, message: str) -> Exception:
+        return DatasetError(message)
 
     def save(self, data: None) -> None:
-        raise DatasetError(f"{self._filepath} is raw data and read-only")
+        raise DatasetError(f"{self._filepath} is {self.kind} and read-only")
 
     @property
     def path(self) -> Path:
@@ -52,110 +61,87 @@ class RawTextDataset(AbstractDataset[None, RawText]):
         return self._filepath.exists()
 
     def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath)}
+        return {"filepath": str(self._filepath), "parameter": self._parameter}
 
 
-class OptionalRawTextDataset(AbstractDataset[None, RawText | None]):
+class RawTextDataset(InputFileDataset):
+    """A raw file loaded with its path, so parsers can name the file and line at fault. Raw data is never written."""
+
+    kind = "raw data"
+
+    def missing(self, message: str) -> Exception:
+        return DatasetError(f"Raw file {self._filepath} is missing (see data/01_raw/README.md)")
+
+    def read(self) -> RawText:
+        return RawText(path=str(self._filepath), text=self._filepath.read_text(encoding="utf-8"))
+
+
+class OptionalRawTextDataset(RawTextDataset):
     """A user's optional raw file (the AFN sentences and pairs): loaded with its path as `RawText`, so the parser
-    names the file and line at fault, or None when no file is configured (`filepath: null`). A configured file that
-    does not exist stops the run naming `parameter`, the run-time parameter that sets it. Input only: saving
-    raises."""
+    names the file and line at fault, or None when no file is configured (`filepath: null`)."""
+
+    kind = "an input file"
 
     def __init__(self, filepath: str | None = None, parameter: str | None = None,
                  metadata: dict[str, Any] | None = None):
-        self._filepath = Path(filepath) if filepath else None
-        self._parameter = parameter
-        self.metadata = metadata
+        super().__init__(filepath or "", parameter, metadata)
+        self._configured = bool(filepath)
 
     @property
     def is_raw_input(self) -> bool:
-        """Hashed into the MLflow run that reads it (adapters/hooks) when a file is configured."""
-        return self._filepath is not None
+        """Hashed into the MLflow run that reads it when a file is configured."""
+        return self._configured
 
     def load(self) -> RawText | None:
-        if self._filepath is None:
-            return None
-        if not self._filepath.is_file():
-            where = f"parameter {self._parameter}" if self._parameter else "file"
-            raise DatasetError(f"{where}={str(self._filepath)!r}: no such file")
-        return RawText(path=str(self._filepath), text=self._filepath.read_text(encoding="utf-8"))
+        return super().load() if self._configured else None
 
-    def save(self, data: None) -> None:
-        raise DatasetError(f"{self._filepath} is an input file and read-only")
+    def missing(self, message: str) -> Exception:
+        return DatasetError(message)
 
     @property
     def path(self) -> Path | None:
-        return self._filepath
+        return self._filepath if self._configured else None
 
     def _exists(self) -> bool:
-        return self._filepath is None or self._filepath.is_file()
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": None if self._filepath is None else str(self._filepath), "parameter": self._parameter}
+        return not self._configured or self._filepath.is_file()
 
 
-class UnlabeledTextsDataset(AbstractDataset[None, pd.DataFrame]):
-    """A user's unlabeled texts (`inputs.read_inputs`: .txt, .jsonl or .csv) as a frame of `example_id` and `text`
-    (a string, or a list of words for a .jsonl `words` record). Input only: saving raises."""
-
-    is_raw_input = True
+class UnlabeledTextsDataset(InputFileDataset):
+    """A user's unlabeled texts (`core.data.texts.read_inputs`: .txt, .jsonl or .csv) as a frame of `example_id` and
+    `text` (a string, or a list of words for a .jsonl `words` record); every fault names the file and line."""
 
     def __init__(self, filepath: str, text_column: str = "text", metadata: dict[str, Any] | None = None):
-        self._filepath = Path(filepath)
+        super().__init__(filepath, None, metadata)
         self._text_column = text_column
-        self.metadata = metadata
 
-    def load(self) -> pd.DataFrame:
+    def load(self) -> pd.DataFrame:  # read_inputs names a missing file itself
+        return self.read()
+
+    def read(self) -> pd.DataFrame:
         texts, ids = read_inputs(self._filepath, self._text_column)
         return pd.DataFrame({"example_id": ids, "text": pd.Series(texts, dtype=object)})
-
-    def save(self, data: None) -> None:
-        raise DatasetError(f"{self._filepath} is an input file and read-only")
-
-    @property
-    def path(self) -> Path:
-        return self._filepath
-
-    def _exists(self) -> bool:
-        return self._filepath.is_file()
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath), "text_column": self._text_column}
 
 
-class RationaleFileDataset(AbstractDataset[None, pd.DataFrame]):
+class RationaleFileDataset(InputFileDataset):
     """A user's rationale file (`core.data.rationales.read_rationale_file`: .jsonl, or a datasets folder or .csv /
-    .parquet / .json file) as examples of the project's schema, each fault naming the file and line or row. A file
-    that does not exist stops the run naming `parameter`, the run-time parameter that sets it. Input only: saving
-    raises."""
-
-    is_raw_input = True  # hashed into the MLflow run that reads it (adapters/hooks); a folder is not hashed
+    .parquet / .json file) as examples of the project's schema, each fault naming the file and line or row."""
 
     def __init__(self, filepath: str, parameter: str | None = None, n_classes: int = 2,
                  metadata: dict[str, Any] | None = None):
-        self._filepath = Path(filepath)
-        self._parameter = parameter
+        super().__init__(filepath, parameter, metadata)
         self._n_classes = n_classes
-        self.metadata = metadata
 
-    def load(self) -> pd.DataFrame:
-        if not self._filepath.exists():
-            where = f"parameter {self._parameter}: " if self._parameter else ""
-            raise RationaleFileError(f"{where}no such file {self._filepath} (working directory {Path.cwd()})")
+    def missing(self, message: str) -> Exception:
+        return RationaleFileError(message)
+
+    def read(self) -> pd.DataFrame:
         return read_rationale_file(self._filepath, self._n_classes)
 
-    def save(self, data: None) -> None:
-        raise DatasetError(f"{self._filepath} is an input file and read-only")
-
-    @property
-    def path(self) -> Path:
-        return self._filepath
-
-    def _exists(self) -> bool:
-        return self._filepath.exists()
-
     def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath), "parameter": self._parameter, "n_classes": self._n_classes}
+        return {**super()._describe(), "n_classes": self._n_classes}
 
 
 class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier]):

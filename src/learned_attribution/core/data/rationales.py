@@ -121,7 +121,7 @@ def read_datasets_rationales(path: str | Path, n_classes: int = 2) -> pd.DataFra
     .csv / .parquet / .json file (`load_dataset(<format>, data_files=...)`). Rows need `words`, `rationale` and
     `label` (optional `id`); in CSV, `words` and `rationale` are JSON lists in their cells. Errors name the source
     and the row (1-based)."""
-    import datasets
+    import datasets  # Hugging Face datasets takes seconds to import: only for a folder or a table file
 
     path = Path(path)
     source = str(path)
