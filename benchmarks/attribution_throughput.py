@@ -185,7 +185,7 @@ def untrained_explainers(variants, training, config, seed: int) -> dict:
 
 
 def student_models(path: Path, config, seed: int) -> tuple[dict, str]:
-    """{variant name: student} (issue 14): the amortize pipeline's student when present (`student_<task>/student`),
+    """{variant name: student}: the amortize pipeline's student when present (`student_<task>/student`),
     else every default student variant (`AmortizeSettings`' variants and training, services/amortize/settings.py)
     with an untrained network and identity input statistics (the same cost: a student's cost is its signal pass and
     its network, not its weights)."""
@@ -563,7 +563,7 @@ def targets_table(table: pd.DataFrame) -> pd.DataFrame:
 
     for method, record in by_method.iterrows():
         if method.startswith("api:") and np.isfinite(record["ratio_to_forward"]):
-            # issue 07: through the public API, non-gradient learned explainers >= 0.8x a forward pass, and
+            # through the public API, non-gradient learned explainers >= 0.8x a forward pass, and
             # the ExpNet+ variants that read the saliency gradient within 10% of the saliency baseline.
             if "saliency" in record["settings"].split(" (")[0] and "saliency" in by_method.index:
                 value = record["ratio_to_forward"] / by_method.at["saliency", "ratio_to_forward"]
@@ -575,12 +575,12 @@ def targets_table(table: pd.DataFrame) -> pd.DataFrame:
                              "met": bool(record["ratio_to_forward"] >= 0.8)})
         if method.startswith("expnet_plus:") and np.isfinite(record["ratio_to_forward"]):
             gradients = any(s in record["settings"] for s in GRADIENT_SETS)
-            required = 0.5 if gradients else 0.8  # issue 06: with / without a backward pass
+            required = 0.5 if gradients else 0.8  # with / without a backward pass
             rows.append({"target": f"{method} / plain forward pass ({'gradients' if gradients else 'no gradients'})",
                          "measured": record["ratio_to_forward"], "required": required,
                          "met": bool(record["ratio_to_forward"] >= required)})
         if method.startswith("student:") and np.isfinite(record["ratio_to_forward"]):
-            # issue 14: a student over forward-pass signals >= 0.9x a forward pass; one that reads gradients at least
+            # a student over forward-pass signals >= 0.9x a forward pass; one that reads gradients at least
             # the saliency baseline's own ratio
             if any(s in record["settings"] for s in GRADIENT_SETS) and "saliency" in by_method.index:
                 required, what = by_method.at["saliency", "ratio_to_forward"], "saliency's own ratio"

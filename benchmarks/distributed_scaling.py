@@ -1,4 +1,4 @@
-"""Benchmark: distributed attribution on Dask (issue 09). One expensive method on the same M examples in
+"""Benchmark: distributed attribution on Dask. One expensive method on the same M examples in
 process and on local Dask clusters of 1 and 2 workers (one thread each): examples/s and speed-up.
 
 Run from the project root with the virtualenv active, with nothing else running:

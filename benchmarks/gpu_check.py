@@ -1,9 +1,9 @@
-"""GPU check (issue 09): does everything run on an accelerator, give the CPU's scores, and how fast is it?
+"""GPU check: does everything run on an accelerator, give the CPU's scores, and how fast is it?
 
 Run from the project root with the virtualenv active, on a machine with CUDA:
 
     python benchmarks/gpu_check.py                      # agreement, throughput on cuda, smoke crosstask on cuda
-    python benchmarks/gpu_check.py --device cpu --quick # the same code path where there is no GPU (CPU vs CPU)
+    python benchmarks/gpu_check.py --device cpu --quick # the same code path where there is no GPU (CPU vs CPU: exact)
 
 1. Agreement. Every registered method (the paper's ExpNet and ExpNet+ included, from the trained fold when it
    exists) explains the same fixed batch of texts with the classifier on `--device` and on the CPU (TF32 off,

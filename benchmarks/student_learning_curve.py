@@ -1,4 +1,4 @@
-"""Analysis: does an amortized student lack texts? (issue 14). After `kedro run --pipeline amortize`, each task's
+"""Analysis: does an amortized student lack texts?. After `kedro run --pipeline amortize`, each task's
 student is refit, as the pipeline fits it (every student variant of the run's `amortize` settings, the best on
 validation kept), on nested seeded shares of its teacher's texts, and scored against the reference teacher on the
 held-out texts, from the run's own cached outputs (no teacher work is redone; seconds to minutes per task).

@@ -94,8 +94,8 @@ def test_bad_inputs_name_the_file(reports, tmp_path):
 
 def test_readme_is_a_front_door_that_quotes_no_number_by_hand():
     """README: a few screens, the set-up commands that .ci/run runs, and no result typed in by hand (a decimal
-    number outside the generated blocks would be one). The base-size block (issue 13: classifiers, cross-task table,
-    transfer, AFN) adds about 35 generated lines to the default run's, the students' block (issue 14) 5."""
+    number outside the generated blocks would be one). The base-size block (classifiers, cross-task table,
+    transfer, AFN) adds about 35 generated lines to the default run's, the students' block 5."""
     import re
     from pathlib import Path
 

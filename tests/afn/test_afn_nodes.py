@@ -83,7 +83,10 @@ def test_measure_shifts_counts_pairs_that_fail(tiny_bert, tiny_tokenizer, tiny):
     # at the embedding output an unchanged token in the same position has exactly the same state
     assert (layer0.loc[layer0["aligned"] & ~layer0["changed"], "delta"] == 0).all()
     assert (layer0.loc[layer0["changed"], "delta"] > 0).all()
-    assert pair_shifts["r_h"].between(0, 1).all()
+    # Known answer per layer: R_H is the HIGH tokens' share of the summed shift over A's aligned tokens.
+    for layer, tokens in token_shifts[token_shifts["aligned"]].groupby("layer"):
+        expected = tokens.loc[tokens["high"], "delta"].sum() / tokens["delta"].sum()
+        assert pair_shifts.set_index("layer").at[layer, "r_h"] == pytest.approx(expected)
 
 
 def test_the_nodes_parse_the_settings_then_load_the_configured_encoder(tiny_bert, tiny_tokenizer, tmp_path,

@@ -124,7 +124,7 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     assert (tmp_path / "attribution_throughput.png").stat().st_size > 1000
 
     targets = pd.read_csv(tmp_path / "attribution_targets.csv")
-    # ExpNet (paper) targets, one cost target per ExpNet+ variant, and the public API's (issue 07): ExpNet and the
+    # ExpNet (paper) targets, one cost target per ExpNet+ variant, and the public API's: ExpNet and the
     # non-gradient variants against the forward pass, the saliency variants against the saliency baseline.
     api = targets[targets["target"].str.startswith("api:")]
     saliency_variants = [v for v, spec in variants.items() if "saliency" in spec.feature_sets]
@@ -198,9 +198,13 @@ def test_distributed_scaling_quick(scripts, tmp_path):
 
 
 @pytest.mark.slow
-def test_gpu_check_runs_its_agreement_on_the_cpu(scripts, tmp_path):
-    """Where there is no GPU, the script's agreement path runs CPU against CPU (identical by construction:
-    this checks the code path and the table, not a GPU); asking for CUDA where there is none is a clear exit."""
+def test_gpu_check_agreement_is_exact_on_the_same_device_and_fails_on_a_changed_model(scripts, tmp_path, monkeypatch):
+    """Where there is no GPU, the script's agreement path runs CPU against CPU: the same arithmetic, so every method
+    must agree exactly (perturbation masks are seeded per example). The check must also be able to fail: with 5%
+    seeded noise on the compared copy's weights, every method leaves its tolerance. Asking for CUDA where there is
+    none is a clear exit."""
+    import copy
+
     import gpu_check
     import torch
 
@@ -213,7 +217,20 @@ def test_gpu_check_runs_its_agreement_on_the_cpu(scripts, tmp_path):
     from learned_attribution.core.explainers import METHODS
 
     assert {m.split(":")[0] for m in table["method"]} == set(METHODS)
-    assert summary["agreement_pass"] and (table["max_relative_difference"] <= table["tolerance"]).all()
+    assert summary["agreement_pass"] and (table["max_relative_difference"] == 0).all()
+
+    def changed_copy(model):
+        changed = copy.deepcopy(model)
+        generator = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for parameter in changed.parameters():
+                parameter.mul_(1 + 0.05 * torch.randn(parameter.shape, generator=generator))
+        return changed
+
+    monkeypatch.setattr(gpu_check, "copy", type("Copy", (), {"deepcopy": staticmethod(changed_copy)}))
+    setup = gpu_check.load_setup("sst2", 8, 13)
+    changed = gpu_check.agreement(setup, torch.device("cpu"), 8, 4, True, 13).set_index("method")
+    assert not changed["agrees"].any(), changed.loc[changed["agrees"], "max_relative_difference"]
 
 
 @pytest.mark.parametrize("family", ["bert", "mpnet", "roberta", "xlm-roberta", "deberta-v2"])

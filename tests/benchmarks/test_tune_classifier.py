@@ -158,7 +158,7 @@ def test_train_classifier_applies_prepare_model(tune, project_root):
     assert calls == [6]  # called once, on the packaged 6-layer encoder
     assert len(classifier.model.bert.encoder.layer) == 1 and classifier.model.config.num_hidden_layers == 1
     assert list(history["epoch"]) == [1] and history["n_train"].iloc[0] == 6
-    # The task's class names, not transformers' LABEL_0 / LABEL_1 (issue 11, item 7).
+    # The task's class names, not transformers' LABEL_0 / LABEL_1.
     assert classifier.model.config.id2label == {0: "unacceptable", 1: "acceptable"}
     assert classifier.model.config.label2id == {"unacceptable": 0, "acceptable": 1}
 

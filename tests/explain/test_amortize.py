@@ -1,4 +1,4 @@
-"""Amortized students (issue 14, services/amortize): the teacher's resumable parts, in process and on a real 2-worker
+"""Amortized students (services/amortize): the teacher's resumable parts, in process and on a real 2-worker
 Dask LocalCluster, the student fitted and applied on two families (tiny BERT, tiny RoBERTa), its binding to its own
 classifier, the `fit` and `explain --explainer` commands, and every bad input of the issue."""
 from __future__ import annotations

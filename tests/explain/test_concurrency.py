@@ -1,6 +1,6 @@
 """Explanations from several threads at once (a served model answers requests on parallel threads): every
 answer equals the one computed alone. Each method hooks the one shared classifier, so without the explainer's
-lock simultaneous calls see each other's hooks and requires_grad flags (issue 11, failure 1)."""
+lock simultaneous calls see each other's hooks and requires_grad flags."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor

@@ -1,4 +1,4 @@
-"""evaluate_external's pieces called directly, without Kedro (issue 11, failure 3): settings and outputs checked
+"""evaluate_external's pieces called directly, without Kedro: settings and outputs checked
 before any work, what the MLflow hook logs of the run, all-zero and all-one rationale files, and `max_examples`
 applied before prediction."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks before any work and inputs that used to go wrong quietly (issue 11, failures 3 and 4): output paths and
+"""Checks before any work and inputs that used to go wrong quietly: output paths and
 `--max-length` checked first, failed writes leave no `.partial` file, a string is one text, mostly-unknown texts are
 flagged, missing classifier folders and models dirs are named, byte-order marks and blank lines in input files."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The learned explainers trained and applied on EVERY supported family (issue 12, items 3 and 6), in core only:
+"""The learned explainers trained and applied on EVERY supported family, in core only:
 signal rows extracted from a tiny classifier of the family (`signals.signal_rows`), the paper's ExpNet, an ExpNet+
 variant (per-task standardisation and self-training on the held-out classifier's unlabeled rows) and a student
 trained on them with the one loop (`fit_variant`), saved and loaded as artifacts (`save_learned` / `load_learned`),

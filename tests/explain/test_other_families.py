@@ -1,4 +1,4 @@
-"""A fold trained on tiny BERTs applied to classifiers of other families and shapes (issue 12): every baseline
+"""A fold trained on tiny BERTs applied to classifiers of other families and shapes: every baseline
 explains them through the API, the CLI and the served model; `expnet_plus` explains them with the fold's shape-free
 variant (named in the output); a learned explainer that cannot read the shape (the paper's ExpNet, or ExpNet+ of a
 fold saved without a shape-free variant) is refused by name, and the default methods leave it out.
@@ -90,7 +90,7 @@ def test_a_fold_without_a_shape_free_variant_refuses_expnet_plus_and_defaults_to
         tiny_models_dir, saved_classifiers):
     import shutil
 
-    shutil.rmtree(tiny_models_dir / "heldout_sst2" / "expnet_plus_shape_free")  # as a fold saved before issue 12
+    shutil.rmtree(tiny_models_dir / "heldout_sst2" / "expnet_plus_shape_free")  # as a fold saved before shape-free variants existed
     explainer = FoldExplainer.from_fold("heldout_sst2", classifier=saved_classifiers["roberta"],
                                         models_dir=tiny_models_dir, device="cpu")
     assert set(explainer.incompatible) == {"expnet_plus", "expnet_paper"}

@@ -1,6 +1,6 @@
 """The fold's pyfunc model (adapters/serving.py) on a tiny fold: saved from code (no pickle anywhere in the folder),
 requirements pinned to what is installed, the loaded model answers exactly as the Python API, and bad input is
-one line with the project's own message (issue 11, failure 2). The served HTTP side is in
+one line with the project's own message. The served HTTP side is in
 tests/integration/test_serving.py."""
 from __future__ import annotations
 

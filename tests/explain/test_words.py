@@ -1,4 +1,4 @@
-"""Words of an explanation (issue 11, failure 7): the tokenizer's pre-tokenizer splits punctuation apart, each word is
+"""Words of an explanation: the tokenizer's pre-tokenizer splits punctuation apart, each word is
 a slice of the text as typed (capitals and accents kept) with its character offsets, `words="whitespace"` keeps the
 old split, a list of words wins; the label is the classifier's id2label name in record(), JSONL and HTML; the HTML
 page shows the text as typed."""

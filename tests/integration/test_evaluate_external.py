@@ -296,7 +296,11 @@ def test_evaluate_external_on_smoke_writes_the_metrics_table_and_one_mlflow_run(
     assert (cheap["n_examples"] == 12).all()  # max_examples: every example of the file has a rationale
     assert (everything.loc[everything["method"].isin(crosstask["expensive"]), "n_examples"] == 3).all()
     all_tokens = everything[everything["method"] == "all_tokens"].iloc[0]
-    assert all_tokens["recall"] == 1.0
+    # Known answers of the all-tokens floor: constant scores rank at chance, and its precision and AUPRC are both the
+    # rationale density (on examples where AUROC is defined: both classes present).
+    assert all_tokens["recall"] == 1.0 and all_tokens["auroc"] == 0.5
+    assert all_tokens["n_constant_scores"] == 12 and all_tokens["n_auroc_undefined"] == 0
+    assert all_tokens["precision"] == pytest.approx(all_tokens["auprc"])
     assert cheap["auroc"].between(0, 1).all() and cheap["f1"].between(0, 1).all()
 
     client = MlflowClient(tracking_uri=external_run["tracking_uri"])

@@ -78,7 +78,7 @@ def test_mlflow_models_serve_answers_a_real_request(served_sst2):
 
 
 def test_the_served_model_holds_under_concurrent_load(served_sst2):
-    """4 clients x 8 requests of 4 texts at once (issue 11: 196-199 of 200 answers were HTTP 400 before the
+    """4 clients x 8 requests of 4 texts at once (196-199 of 200 answers were HTTP 400 before the
     explainer's lock): every answer 200 and equal to the sequential answer of the same request."""
     methods = "expnet_plus,expnet_paper,saliency,gae,attention_x_gradient"
     requests = serving_load.request_texts(serving_load.sst2_sentences(64), 8, 4)

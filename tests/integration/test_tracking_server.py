@@ -1,4 +1,4 @@
-"""A team's shared tracking store (issue 09): a real PostgreSQL started here, a real `mlflow server` on it (backend
+"""A team's shared tracking store: a real PostgreSQL started here, a real `mlflow server` on it (backend
 store postgresql+psycopg, proxied artifacts), and the smoke folds tracked to that server through
 MLFLOW_TRACKING_URI (which wins over the `mlflow.tracking_uri` parameter). Both servers are stopped by PID."""
 from __future__ import annotations

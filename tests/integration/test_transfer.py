@@ -1,4 +1,4 @@
-"""`transfer --env smoke` (issue 13) in a real Kedro session: every smoke fold's shape-free ExpNet+ applied to the
+"""`transfer --env smoke` in a real Kedro session: every smoke fold's shape-free ExpNet+ applied to the
 smoke classifiers (`globals.transfer_source: data/smoke`: the same encoder, so the wiring is checked against a known
 answer, the fold's own ablation row of that variant), and the base-size section of `learned-attribution results`."""
 from pathlib import Path

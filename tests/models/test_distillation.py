@@ -1,4 +1,4 @@
-"""A student of real-valued attributions (issue 14) in the one learned-explainer core: the `distill` objective
+"""A student of real-valued attributions in the one learned-explainer core: the `distill` objective
 with per-example Spearman early stopping, and the fidelity metrics it is judged by."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The learned explainers' input pipeline (issue 12, item 4): fitted once during training, saved in the artifact and
+"""The learned explainers' input pipeline: fitted once during training, saved in the artifact and
 applied unchanged at prediction. A variant of every kind of transform is trained, saved and loaded; the loaded
 pipeline's inputs and the loaded explainer's scores equal the trained ones bit for bit."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The packaged base encoder (issue 13): parts concatenated into one zip, checked, extracted atomically and cached;
+"""The packaged base encoder: parts concatenated into one zip, checked, extracted atomically and cached;
 a missing part, a corrupt or truncated zip and a wrong checksum are errors naming the part and the install command;
 a folder left by a kill during assembly is never used."""
 from __future__ import annotations

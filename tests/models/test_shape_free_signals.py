@@ -1,4 +1,4 @@
-"""Shape-free signal sets (issue 12, item 6): columns that do not depend on the classifier's depth or head count,
+"""Shape-free signal sets: columns that do not depend on the classifier's depth or head count,
 checked against the per-head / per-layer sets they summarise."""
 from __future__ import annotations
 

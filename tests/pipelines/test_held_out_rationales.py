@@ -1,4 +1,4 @@
-"""The poisoning test at the pipeline level (issue 12, item 7): one fold's slice run twice by Kedro, from the raw
+"""The poisoning test at the pipeline level: one fold's slice run twice by Kedro, from the raw
 files on, once with the held-out task's rationale file inverted (every word's mark flipped). Nothing a fold trains
 or selects may read the held-out task's rationales, so the selection table and every trained weight (the paper's
 ExpNet, every ExpNet+ variant, the chosen one) are identical; the held-out scores read them, so they differ."""

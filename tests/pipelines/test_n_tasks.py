@@ -1,4 +1,4 @@
-"""The cross-task protocol over N >= 3 tasks (issue 12, item 5): a fourth task, added by its reader and its
+"""The cross-task protocol over N >= 3 tasks: a fourth task, added by its reader and its
 configuration alone (tests/pipelines/conftest.py, docs/extending.md), gets its own fold, and every fold trains on
 the other three tasks."""
 from __future__ import annotations

@@ -140,7 +140,7 @@ def write_bundle(bundle: Bundle, folder: str | Path) -> Path:
             table.to_csv(partial / f"{name}.csv", index=False)
         if bundle.report is not None:
             (partial / "report.md").write_text(bundle.report)
-        (partial / CARD).write_text(json.dumps(bundle.card, indent=1))
+        (partial / CARD).write_text(json.dumps(bundle.card, indent=2))
     return Path(folder)
 
 

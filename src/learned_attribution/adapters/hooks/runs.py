@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
+from learned_attribution.services.amortize.settings import amortize_settings
 from learned_attribution.services.tracking.run import TrackedRun
 
 from .. import serving
@@ -206,8 +207,8 @@ STUDENT = RunKind(
     experiment=lambda params: (((params.get("amortize") or {}).get("mlflow") or {}).get("experiment") or "amortize"),
     run_name=lambda namespace, params: namespace, tags=lambda namespace, params: {"task": namespace[len("student_"):]},
     params=lambda namespace, params: {"task": namespace[len("student_"):], "explained_layer": params.get("explained_layer"),
-                                      "amortize": {k: v for k, v in (params.get("amortize") or {}).items()
-                                                   if k != "mlflow"}},
+                                      "amortize": amortize_settings(params.get("amortize"),
+                                                                    params.get("explained_layer", -1)).as_params()},
     outputs={"student_variants": table("variants.csv"),
              "fidelity": _headline("fidelity", ("spearman", "top10", "top20")),
              "faithfulness": _headline("faithfulness", ("comprehensiveness", "sufficiency")),

@@ -2,7 +2,7 @@
 live here only; conf/base/parameters_amortize.yml sets what a pipeline run changes, merged onto them."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping
 
 from learned_attribution.core.models.learned import TrainingSettings, Variant
@@ -74,6 +74,18 @@ class AmortizeSettings:
 
     def training_settings(self) -> TrainingSettings:
         return dataclass_from(TrainingSettings, self.training, "amortize.student.training", seed=self.seed)
+
+    def as_params(self) -> dict[str, Any]:
+        """Every setting, the defaults included, in the shape of `params:amortize`: what a run logs as its
+        parameters."""
+        def plain(value):
+            return list(value) if isinstance(value, tuple) else value
+
+        variants = {v.name: {key: plain(value) for key, value in asdict(v).items() if key != "name"}
+                    for v in self.variants}
+        return {**{key: plain(getattr(self, key)) for key in SETTING_KEYS},
+                "teacher": {"method": self.teacher.method, "settings": dict(self.teacher.settings)},
+                "student": {"training": dict(self.training), "variants": variants}}
 
     @property
     def feature_sets(self) -> list[str]:
