@@ -261,15 +261,23 @@ def _attribution(scores: torch.Tensor, batch: Batch, model_calls: int) -> Attrib
 # Explainers
 # ----------------------------------------------------------------------------------------------------
 
-@register("raw_attention")
-class RawAttention(AttributionMethod):
-    """Attention from [CLS] to each token in one layer (default last), mean over heads. Forward only."""
+class _AttentionMethod(AttributionMethod):
+    """What every method of the family shares: it reads attention probabilities (needs eager attention)."""
 
     family = FAMILY
     needs_attentions = True
 
+
+class _LayerAttentionMethod(_AttentionMethod):
+    """A method that reads one layer (or the layers up to it); `layer` -1 is the last."""
+
     def __init__(self, layer: int = -1):
         self.layer = _check_layer_setting(layer)
+
+
+@register("raw_attention")
+class RawAttention(_LayerAttentionMethod):
+    """Attention from [CLS] to each token in one layer (default last), mean over heads. Forward only."""
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         run = run_with_attentions(model, batch)
@@ -278,14 +286,8 @@ class RawAttention(AttributionMethod):
 
 
 @register("attention_rollout")
-class AttentionRollout(AttributionMethod):
+class AttentionRollout(_LayerAttentionMethod):
     """[CLS] row of the attention rollout through layers 0..`layer` (default: all layers). Forward only."""
-
-    family = FAMILY
-    needs_attentions = True
-
-    def __init__(self, layer: int = -1):
-        self.layer = _check_layer_setting(layer)
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         run = run_with_attentions(model, batch)
@@ -294,11 +296,8 @@ class AttentionRollout(AttributionMethod):
 
 
 @register("gae")
-class GenericAttentionExplainability(AttributionMethod):
+class GenericAttentionExplainability(_AttentionMethod):
     """Chefer et al. 2021 relevance over all layers, [CLS] row. One forward and one backward pass."""
-
-    family = FAMILY
-    needs_attentions = True
 
     def __init__(self, positive_part: str = "per_head"):
         if positive_part not in GAE_POSITIVE_PART_RULES:
@@ -312,11 +311,9 @@ class GenericAttentionExplainability(AttributionMethod):
 
 
 @register("attcat")
-class AttCAT(AttributionMethod):
+class AttCAT(_AttentionMethod):
     """Qiang et al. 2022 attentive class activation tokens, summed over all layers. Forward + backward."""
 
-    family = FAMILY
-    needs_attentions = True
     signed = True
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
@@ -329,14 +326,8 @@ class AttCAT(AttributionMethod):
 
 
 @register("attention_x_gradient")
-class AttentionTimesGradient(AttributionMethod):
+class AttentionTimesGradient(_LayerAttentionMethod):
     """[CLS] attention times its gradient in one layer (default last), positive part, mean over heads."""
-
-    family = FAMILY
-    needs_attentions = True
-
-    def __init__(self, layer: int = -1):
-        self.layer = _check_layer_setting(layer)
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         run = run_with_attentions(model, batch, gradients=True)
