@@ -150,7 +150,7 @@ def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
 
 
 def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
-    """{variant name: ExpNet+}: the pipeline's retrained variants when present (`heldout_<task>/
+    """{variant name: ExpNet+}: the pipeline's retrained variants when present (`fold_training/heldout_<task>/
     expnet_plus_variants`) and readable, else every candidate of `crosstask.expnet_plus` (its recipe from the
     variant catalogue, parsed as the pipeline parses them) with an untrained network and identity input statistics
     (same cost)."""
@@ -720,8 +720,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         say(f"expnet_paper: {expnet_note}")
     if "expnet_plus" in names:
         config = setup.model.config
-        expnet_plus, expnet_plus_note = expnet_plus_models(
-            args.data_root / "06_models" / f"heldout_{setup.task}" / "expnet_plus_variants", config, args.seed)
+        variants = args.data_root / "06_models" / "fold_training" / f"heldout_{setup.task}" / "expnet_plus_variants"
+        expnet_plus, expnet_plus_note = expnet_plus_models(variants, config, args.seed)
         say(f"expnet_plus: {expnet_plus_note}")
     students, student_note = {}, ""
     if "student" in names:

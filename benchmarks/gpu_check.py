@@ -62,7 +62,8 @@ def agreement(setup, device: torch.device, n_texts: int, batch_size: int, quick:
     config = cpu_model.config
     models_dir = ROOT / "data" / "06_models" / f"heldout_{setup.task}"
     expnet, _ = load_expnet(models_dir / "expnet_paper", 2 * config.num_attention_heads, seed)
-    plus, _ = expnet_plus_models(models_dir / "expnet_plus_variants", config, seed)
+    plus, _ = expnet_plus_models(ROOT / "data" / "06_models" / "fold_training" / f"heldout_{setup.task}"
+                                 / "expnet_plus_variants", config, seed)
     overrides = {"lime": {"n_samples": 40 if quick else 200}, "kernel_shap": {"n_samples": 40 if quick else 200},
                  "integrated_gradients": {"n_steps": 8 if quick else 20}}
     students, _ = student_models(ROOT / "data" / "06_models" / f"student_{setup.task}" / "student", config, seed)

@@ -165,7 +165,7 @@ def make_tiny_tokenizer(family: str):
     raise ValueError(f"no tiny tokenizer for family {family!r}")
 
 
-# family -> (config class, classifier class); the keys are the families of models/architectures.py
+# family -> (config class, classifier class); the keys are the families of core/models/architectures.py
 TINY_MODEL_CLASSES = {
     "bert": ("BertConfig", "BertForSequenceClassification"),
     "roberta": ("RobertaConfig", "RobertaForSequenceClassification"),

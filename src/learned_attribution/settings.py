@@ -2,9 +2,12 @@
 from kedro.config import OmegaConfigLoader
 
 from learned_attribution.adapters.hooks import MlflowRunsHook, NodeTimingHook
+from learned_attribution.core.tasks import held_out_task
 
 HOOKS = (MlflowRunsHook(), NodeTimingHook())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
-# Parameters merge softly: an environment (conf/smoke) overrides only the keys it names.
-CONFIG_LOADER_ARGS = {"base_env": "base", "default_run_env": "local", "merge_strategy": {"parameters": "soft"}}
+# Parameters merge softly: an environment (conf/smoke) overrides only the keys it names. `${held_out_task:<fold>}`
+# names a fold's task in the catalog (core/tasks.py, the one list of tasks).
+CONFIG_LOADER_ARGS = {"base_env": "base", "default_run_env": "local", "merge_strategy": {"parameters": "soft"},
+                      "custom_resolvers": {"held_out_task": held_out_task}}

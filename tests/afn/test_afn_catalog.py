@@ -9,13 +9,14 @@ from kedro.io import DataCatalog, DatasetError
 from learned_attribution.adapters.kedro_datasets import OptionalRawTextDataset
 from learned_attribution.core.data.schema import RawText
 from learned_attribution.pipelines.afn.pipeline import create_pipeline
+from learned_attribution.settings import CONFIG_LOADER_ARGS
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 
 def _catalog_config(runtime_params: dict) -> dict:
-    loader = OmegaConfigLoader(str(PROJECT / "conf"), base_env="base", default_run_env="smoke",
-                               runtime_params=runtime_params)
+    loader = OmegaConfigLoader(str(PROJECT / "conf"), runtime_params=runtime_params,
+                               **{**CONFIG_LOADER_ARGS, "default_run_env": "smoke"})
     return {name: entry for name, entry in loader["catalog"].items() if name.startswith("afn.")}
 
 

@@ -162,7 +162,7 @@ def test_summary_counts_the_run_and_the_report_lists_its_settings(strengths, mak
         assert line + "\n" in text
     with pytest.raises(ValueError, match="every sentence was skipped"):
         summary(layers, strengths.iloc[:0], corpus, pair_table, skipped, settings)
-    with pytest.raises(ValueError, match=r"afn.layer=3: must be null or an encoder block 1..2"):
+    with pytest.raises(ValueError, match=r"afn.layer=3: this encoder has blocks 1..2"):
         compare_layers(strengths, pairs, pd.DataFrame(columns=["pair_id"]), make_settings(layer=3))
 
 

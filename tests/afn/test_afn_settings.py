@@ -69,8 +69,11 @@ def test_a_leftover_own_tracking_uri_is_refused_first_in_one_line(afn_params):
      r"^parameter afn.pairs.prompt_prefixes\[0\]=\['summarize:', ' '\]: expected two non-empty prefixes"),
     ({"percentile": 101}, r"^parameter afn.percentile=101: must lie in 0..100"),
     ({"layer": 0}, r"^parameter afn.layer=0: must be null or an encoder block"),
+    ({"layer": "4"}, r"^parameter afn.layer='4': must be null or an encoder block"),
+    ({"layer": True}, r"^parameter afn.layer=True: must be null or an encoder block"),
     ({"batch_size": 0}, r"^parameter afn.batch_size=0"),
     ({"num_threads": True}, r"^parameter afn.num_threads=True"),
+    ({"num_threads": 0}, r"^parameter afn.num_threads=0"),
     ({"max_length": "long"}, r"^parameter max_length='long'"),
 ])
 def test_bad_values_name_the_parameter(afn_params, overrides, message):

@@ -63,6 +63,27 @@ def test_a_teacher_checks_its_settings_and_scales_its_budget():
         Teacher("lime", {"n_samples": 0})
 
 
+def test_a_default_teacher_has_the_budget_and_seed_of_its_kind():
+    assert Teacher.default() == Teacher("kernel_shap", {"n_samples": 200, "seed": 0}) == AmortizeSettings().teacher
+    assert Teacher.default("lime", 30, seed=4).settings == {"n_samples": 30, "seed": 4}
+    assert Teacher.default("integrated_gradients").settings == {}  # the method's own n_steps
+    assert Teacher.default("integrated_gradients", 8).settings == {"n_steps": 8}
+    assert Teacher.default("occlusion", seed=5).settings == {}  # deterministic: no seed to draw with
+    with pytest.raises(ValueError, match="the occlusion teacher has no budget"):
+        Teacher.default("occlusion", 10)
+    with pytest.raises(ValueError, match="teacher 'saliency' is not one of"):
+        Teacher.default("saliency")
+
+
+def test_training_settings_merge_onto_the_defaults_and_amortize_layer_is_refused():
+    settings = AmortizeSettings(training={"hidden": 8})
+    assert settings.training == {**DEFAULT_TRAINING, "hidden": 8}
+    assert settings.training_settings().hidden == 8
+    assert amortize_settings({"student": {"training": {"seeds": 1}}}, -1).training == {**DEFAULT_TRAINING, "seeds": 1}
+    with pytest.raises(ValueError, match="amortize.layer: .*explained_layer"):
+        amortize_settings({"layer": 2}, -1)
+
+
 @pytest.mark.slow
 def test_texts_too_short_are_skipped_and_counted_and_all_too_short_is_an_error(classifier, caplog):
     examples, skipped = unlabeled_examples(classifier, ["good", "the movie is great", "   ", "bad film"], ids=list("abcd"))
@@ -272,6 +293,36 @@ def test_the_fit_command_trains_a_student_and_explain_applies_it(classifier_writ
                  str(tmp_path / "s4")]) == 2
     assert "not valid UTF-8" in capsys.readouterr().err
     assert main(["explain", "--explainer", str(student), "--fold", "heldout_sst2", "x y"]) == 2
+
+
+@pytest.mark.slow
+def test_the_python_fit_trains_the_student_the_fit_command_trains(classifier_writer, tmp_path, capsys):
+    """`learned_attribution.fit` with a teacher that has no budget (occlusion) and partial training settings makes
+    the same student, bit for bit, as the `fit` command with the same settings."""
+    import learned_attribution
+
+    classifier = classifier_writer(tmp_path / "classifier", seed=1)
+    corpus = texts(30)
+    (tmp_path / "texts.txt").write_text("\n".join(corpus) + "\n")
+    student = learned_attribution.fit(str(classifier), corpus, tmp_path / "api", teacher="occlusion",
+                                      held_out_texts=5, reference_factor=0, device="cpu")
+    assert isinstance(student, learned_attribution.StudentExplainer)
+    assert main(["fit", "--classifier", str(classifier), "--input", str(tmp_path / "texts.txt"), "--teacher",
+                 "occlusion", "--held-out", "5", "--reference-factor", "0", "--output", str(tmp_path / "cli"),
+                 "--device", "cpu"]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "api/student/model.safetensors").read_bytes() == \
+        (tmp_path / "cli/student/model.safetensors").read_bytes()
+    [from_api] = student.explain(["the movie is great"], methods=["student"])
+    [from_cli] = StudentExplainer.from_folder(tmp_path / "cli").explain(["the movie is great"], methods=["student"])
+    assert from_api.token_scores == from_cli.token_scores
+    small = learned_attribution.fit(str(classifier), corpus, tmp_path / "small", teacher="occlusion",
+                                    held_out_texts=5, reference_factor=0, device="cpu",
+                                    training={"hidden": 4, "seeds": 1, "max_epochs": 2})
+    config = json.loads((tmp_path / "small/student/config.json").read_text())
+    assert config["architecture"]["hidden"] == 4 and config["member_best_epochs"] == [config["best_epoch"]]
+    assert len(config["history"]) <= 2  # max_epochs 2; the rest of the training settings are the defaults
+    assert small.methods[0] == "student"
 
 
 def test_the_default_student_settings_are_the_pipelines(project_root):

@@ -1,4 +1,4 @@
-"""AttributionMethod artifacts: safetensors + JSON round trips, the recorded context, compatibility checks."""
+"""Learned-explainer artifacts: safetensors + JSON round trips, the recorded context, compatibility checks."""
 import json
 
 import numpy as np

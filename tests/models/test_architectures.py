@@ -1,4 +1,4 @@
-"""The architecture adapter (models/architectures.py) on a tiny random classifier of every family in its table:
+"""The architecture adapter (core/models/architectures.py) on a tiny random classifier of every family in its table:
 the blocks, the hidden states a block hook sees, the shape of the ExpNet+ signals, word-to-subword projection,
 AFN's tokenisation and hidden states, and the errors for a family it does not know. What every signal and every
 registered method computes on each family is checked against known answers in tests/models/

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from learned_attribution.core.metrics.fidelity import example_spearman, mean_spearman, top_k_overlap
+from learned_attribution.core.metrics.fidelity import example_spearman, mean_example_spearman, top_k_overlap
 from learned_attribution.core.models.learned import Variant, fit_variant
 from learned_attribution.core.models.learned.losses import distillation_loss
 
@@ -20,7 +20,9 @@ def test_example_spearman_equals_scipy_per_group_with_ties():
     expected = [spearmanr(a[groups == g], b[groups == g]).correlation for g in (1, 2, 3)]
     np.testing.assert_allclose(example_spearman(a, b, groups), expected)
     assert np.isnan(example_spearman([1.0, 1.0], [0.0, 1.0], [0, 0])[0])  # a constant side: undefined
-    assert mean_spearman([np.array([1.0, 2, 3]), np.array([3.0, 2, 1])], [np.array([1.0, 2, 3])] * 2) == 0.0
+    table = pd.DataFrame({"example_id": ["a", "b", "c"], "scores": [[1.0, 2, 3], [3.0, 2, 1], [1.0, 1, 1]]})
+    reference = pd.DataFrame({"example_id": ["c", "b", "a"], "scores": [[1.0, 2, 3]] * 3})
+    assert mean_example_spearman(table, reference) == 0.0  # +1 and -1; c's constant scores are left out
 
 
 def test_top_k_overlap_known_answers():

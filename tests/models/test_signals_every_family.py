@@ -1,4 +1,4 @@
-"""Every ExpNet+ signal set (`models/signals.py`: `token_signals`, `signals_and_logits`, `signal_rows`) on a tiny
+"""Every ExpNet+ signal set (`core/models/signals.py`: `token_signals`, `signals_and_logits`, `signal_rows`) on a tiny
 classifier of EVERY supported family, against a direct computation written here: each text run alone (no
 padding) with plain torch autograd (`conftest.DirectPass`: word embeddings fed as `inputs_embeds`, block inputs and
 outputs caught by module hooks, the model's own `output_attentions`), and the token flags read from the token

@@ -54,7 +54,7 @@ def test_held_out_rationales_change_no_selection_and_no_trained_weight(clean_and
                                   poisoned.load(f"{FOLD}.expnet_plus_selection"))
     assert clean.load(f"{FOLD}.budget") == poisoned.load(f"{FOLD}.budget")
 
-    variants, twins = clean.load(f"{FOLD}.expnet_plus_variants"), poisoned.load(f"{FOLD}.expnet_plus_variants")
+    variants, twins = clean.load(f"{FOLD}.expnet_plus_trained"), poisoned.load(f"{FOLD}.expnet_plus_trained")
     assert variants.keys() == twins.keys() and len(variants) >= 2
     for name in ("expnet", "expnet_plus", "expnet_plus_shape_free"):
         variants[name], twins[name] = clean.load(f"{FOLD}.{name}"), poisoned.load(f"{FOLD}.{name}")

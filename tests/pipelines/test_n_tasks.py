@@ -87,7 +87,7 @@ def test_four_folds_run_each_trained_on_three_tasks(run_slice, fold_slice, four_
         budget = catalog.load(f"{fold}.budget")
         assert sorted(k.removeprefix("density_") for k in budget if k.startswith("density_")) == others
         assert catalog.load(f"{fold}.expnet").context["training_tasks"] == others
-        variants = catalog.load(f"{fold}.expnet_plus_variants")
+        variants = catalog.load(f"{fold}.expnet_plus_trained")
         assert variants and all(m.context["training_tasks"] == others for m in variants.values())
         selection = catalog.load(f"{fold}.expnet_plus_selection")
         assert set(selection["variant"]) == set(variants)

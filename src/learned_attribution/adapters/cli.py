@@ -179,17 +179,11 @@ def fit_command(args: argparse.Namespace) -> int:
     texts, ids = read_inputs(args.input, args.text_column)
     classifier = bundles.task_classifier(args.classifier)
     architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
-    settings_of_teacher = {}
-    budget = TEACHER_BUDGETS[args.teacher]
-    if args.n_samples is not None:
-        if budget is None:
-            raise InputError(f"--n-samples: the {args.teacher} teacher has no budget (one pass per token)")
-        settings_of_teacher[budget] = args.n_samples
-    elif budget == "n_samples":
-        settings_of_teacher[budget] = 200
-    if args.teacher in ("kernel_shap", "lime"):
-        settings_of_teacher["seed"] = args.seed
-    settings = AmortizeSettings(teacher=Teacher(args.teacher, settings_of_teacher), max_texts=args.max_texts,
+    try:
+        teacher = Teacher.default(args.teacher, args.n_samples, args.seed)
+    except ValueError as error:
+        raise InputError(f"--n-samples: {error}") from None
+    settings = AmortizeSettings(teacher=teacher, max_texts=args.max_texts,
                                 held_out_texts=args.held_out, reference_factor=args.reference_factor, seed=args.seed)
     dask = None
     if args.dask:

@@ -178,7 +178,7 @@ class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier])
 
 class LearnedModelDataset(AbstractDataset):
     """A trained learned explainer (the paper's ExpNet, an ExpNet+ variant, a student) as a folder of safetensors
-    weights and a JSON config (`models/artifacts.py`), or with `collection: true` a dict of them as subfolders.
+    weights and a JSON config (`core/models/artifacts.py`), or with `collection: true` a dict of them as subfolders.
     Written atomically, so a folder that exists is complete and `--only-missing-outputs` can trust it."""
 
     def __init__(self, path: str, collection: bool = False, metadata: dict[str, Any] | None = None):

@@ -4,7 +4,7 @@
 The model is saved from code (`serving_model.py`, MLflow's models-from-code: no `python_model.pkl`, so loading a
 model from a shared artifact store runs only this package's reviewed source). Its one artifact, `fold`, is a
 self-contained fold folder: `fold.json`, `expnet_paper/`, `expnet_plus/` (safetensors + JSON, see
-models/artifacts.py) and `classifier/` (the held-out task's classifier, saved with `save_pretrained`), read by
+core/models/artifacts.py) and `classifier/` (the held-out task's classifier, saved with `save_pretrained`), read by
 `learned_attribution.services.explain.open_explainer`. Its requirements pin the versions installed when it was saved
 (this package included: serve it with `--env-manager local` from an environment where the project is installed,
 since the package is not on a public index).
@@ -122,7 +122,7 @@ def save_model(bundle_folder: str | Path, classifier_folder: str | Path, path: s
 def register_bundle(run: TrackedRun, bundle_folder: str | Path, classifier_folder: str | Path, name: str) -> str:
     """Log the bundle's pyfunc model under the run's artifact path `explainer` and register it as a new version of
     `name`; returns the version."""
-    student = bundles.read_card(bundle_folder).get("kind") == "student"
+    student = bundles.is_student(bundle_folder)
     described = ("an amortized student of an expensive method, beside the baselines" if student else
                  "ExpNet+, the paper's ExpNet and baselines")
     with tempfile.TemporaryDirectory() as scratch:

@@ -47,6 +47,11 @@ MIN_TASKS = 3
 CLASS_NAMES = {task.name: task.class_names for task in TASK_REGISTRY}
 
 
+def held_out_task(fold: str) -> str:
+    """The task a fold holds out: `heldout_<task>` -> `<task>` (the catalog's `${held_out_task:...}` resolver too)."""
+    return str(fold).removeprefix(FOLD_PREFIX)
+
+
 def class_names(task: str, n_classes: int) -> tuple[str, ...]:
     """The names of `task`'s classes 0..n_classes-1 (LABEL_<n>, transformers' default, for an unknown set)."""
     return CLASS_NAMES.get(task, {}).get(n_classes) or tuple(f"LABEL_{i}" for i in range(n_classes))

@@ -6,8 +6,8 @@ fit --output`). This module alone knows the layout; it reads, writes and validat
     fold.json                 the card: kind (fold | student), the learned explainers it holds, the best baseline
                               (a student's: its teacher) with every baseline's settings, the matched budget rho,
                               the layer read, the held-out task (a student's: its task, or none) and its classifier
-    expnet_paper/, expnet_plus/, expnet_plus_shape_free/   a fold's learned explainers (models/artifacts.py)
-    student/                  a student's network (models/artifacts.py), with its tables and report beside it
+    expnet_paper/, expnet_plus/, expnet_plus_shape_free/   a fold's learned explainers (core/models/artifacts.py)
+    student/                  a student's network (core/models/artifacts.py), with its tables and report beside it
     classifier/               a bundle copied for serving carries its classifier (save_pretrained)
 
 A bundle is written whole into a partial folder that is renamed into place, so a folder that exists is complete.
@@ -27,7 +27,7 @@ from learned_attribution.core.errors import InputError
 from learned_attribution.core.models import artifacts
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier, load_classifier, looks_like_path
-from learned_attribution.core.tasks import FOLD_PREFIX, FOLDS, TASKS
+from learned_attribution.core.tasks import FOLD_PREFIX, FOLDS, TASKS, held_out_task
 
 DEFAULT_MODELS_DIR = Path("data/06_models")
 CARD = "fold.json"
@@ -50,10 +50,6 @@ class Bundle:
     report: str | None = None
 
     @property
-    def is_student(self) -> bool:
-        return self.card.get("kind") == "student"
-
-    @property
     def budget(self) -> dict[str, float]:
         """A fold's matched budget and the paper's ExpNet's own-rule thresholds (what scoring a new rationale set
         with the fold needs)."""
@@ -65,7 +61,7 @@ class Bundle:
 def fold_card(*, fold: str, best_baseline: str, best_baseline_auroc: float | None, baselines: Mapping[str, Any],
               rho: float, layer: int) -> dict[str, Any]:
     """A fold's card."""
-    return {"fold": fold, "held_out_task": fold.removeprefix(FOLD_PREFIX), "best_baseline": best_baseline,
+    return {"fold": fold, "held_out_task": held_out_task(fold), "best_baseline": best_baseline,
             "best_baseline_auroc": best_baseline_auroc,
             "baselines": {name: dict(settings or {}) for name, settings in baselines.items()},
             "rho": float(rho), "layer": int(layer)}
@@ -88,6 +84,11 @@ def learned_names(card: Mapping[str, Any]) -> tuple[str, ...]:
 
 def read_card(folder: str | Path) -> dict[str, Any]:
     return json.loads((Path(folder) / CARD).read_text())
+
+
+def is_student(folder: str | Path) -> bool:
+    """Whether a bundle folder holds a student (else a fold), by its card."""
+    return read_card(folder).get("kind") == STUDENT
 
 
 def missing_parts(folder: str | Path) -> list[str]:

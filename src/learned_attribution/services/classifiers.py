@@ -1,6 +1,7 @@
 """A task's classifier (SPEC §2, §4-5): fine-tuned from the encoder on the task's classifier_train rows (the epoch
 chosen on classifier_val), its predictions on the test and rationale rows with the metrics, and the per-token inputs
-of the explainers (every signal of `models/signals.py`; the paper's attention features), in parts of bounded size."""
+of the explainers (every signal of `core/models/signals.py`; the paper's attention features), in parts of bounded
+size."""
 from __future__ import annotations
 
 import logging
@@ -21,7 +22,7 @@ from .config import ClassifierSettings, ComputeSettings, FeatureSettings
 
 logger = logging.getLogger(__name__)
 
-METRIC_COLUMNS = ["task", "eval_set", "n", "accuracy", "macro_f1", "mcc"]
+CLASSIFIER_METRIC_COLUMNS = ["task", "eval_set", "n", "accuracy", "macro_f1", "mcc"]
 EVALUATED_ROLES = ["classifier_test", "rationale_train", "rationale_val", "rationale_test"]
 
 
@@ -87,7 +88,7 @@ def predict_roles(classifier: TrainedClassifier, tokenized: pd.DataFrame, settin
         if role.startswith("rationale"):
             logger.info("%s %s: %d of %d predicted correctly (explainer training keeps only these)",
                         task, role, int(group["correct"].sum()), len(group))
-    metrics = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    metrics = pd.DataFrame(rows, columns=CLASSIFIER_METRIC_COLUMNS)
     return evaluated[evaluated["role"] != "classifier_test"].reset_index(drop=True), metrics
 
 

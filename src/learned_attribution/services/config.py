@@ -235,7 +235,7 @@ def scoring_settings(crosstask: Mapping[str, Any], layer: int, seed: int,
 
 
 def variant(name: str, recipe: Mapping[str, Any] | None, where: str) -> Variant:
-    """A learned-explainer variant from its recipe (`feature_sets`, `objective`, ...: models/learned/recipe.py)."""
+    """A learned-explainer variant from its recipe (`feature_sets`, `objective`, ...: core/models/learned/recipe.py)."""
     recipe = dict(recipe or {})
     block(recipe, where, (), [f.name for f in fields(Variant) if f.name != "name"])
     if "feature_sets" in recipe:

@@ -196,7 +196,7 @@ def explain_on_dask(client, classifier, examples: pd.DataFrame, methods: Mapping
 def faithfulness_on_dask(client, classifier, input_ids: Sequence[Sequence[int]],
                          scores: Sequence[np.ndarray], target: Sequence[int], fractions: Sequence[float],
                          batch_size: int, settings: DaskSettings) -> pd.DataFrame:
-    """`metrics.faithfulness.faithfulness` of the examples, as Dask tasks of `batch_size x batches_per_task`
+    """`core.models.faithfulness.faithfulness` of the examples, as Dask tasks of `batch_size x batches_per_task`
     examples; rows in example order (`example` renumbered over the whole input)."""
     path = classifier_folder(classifier)
     size = batch_size * settings.batches_per_task

@@ -8,7 +8,7 @@
 
 Two front doors onto one machinery (`BundleExplainer`): `FoldExplainer` applies a fold's ExpNet+ and the paper's
 ExpNet (`services/bundle.py` reads the folder) to the fold's held-out task's classifier (by default), to any
-sequence classifier folder of a family in `models/architectures.py` saved with `save_pretrained`, or to a hub name
+sequence classifier folder of a family in `core/models/architectures.py` saved with `save_pretrained`, or to a hub name
 where the hub is reachable (a served bundle carries its classifier in `classifier/`); `StudentExplainer` applies an
 amortized student to the one classifier it was trained for. Every registered baseline runs beside either.
 
@@ -86,8 +86,8 @@ class BundleExplainer:
         self.layer = int(self.card.get("layer", context.get("layer", -1)))
         self._methods: dict[str, AttributionMethod] = {}
         self._vocabulary = token_vocabulary(classifier.tokenizer)  # a scan of the vocabulary: once
-        # Explaining hooks the one classifier's modules and toggles its weights' requires_grad (models/signals.py,
-        # explainers/attention.py): two explanations at once would see each other's hooks and flags. Calls from
+        # Explaining hooks the one classifier's modules and toggles its weights' requires_grad (core/models/signals.py,
+        # core/explainers/attention.py): two explanations at once would see each other's hooks and flags. Calls from
         # several threads (a served model answers requests on parallel threads) therefore take turns; torch
         # already spreads one batch over the cores, so little throughput is lost (benchmarks/README.md).
         self._model_lock = threading.Lock()
@@ -302,7 +302,7 @@ class StudentExplainer(BundleExplainer):
 def open_explainer(folder: str | Path, device: str = "auto") -> BundleExplainer:
     """The explainer of a bundle folder by its card's kind (a fold or a student), with the classifier it carries or
     names (the served model's loader)."""
-    if bundles.read_card(folder).get("kind") == "student":
+    if bundles.is_student(folder):
         return StudentExplainer.from_folder(folder, device=device)
     return FoldExplainer.from_fold(folder, device=device)
 
@@ -320,8 +320,8 @@ def fit(classifier: str | Path | TrainedClassifier, texts: Sequence[str | Sequen
 
     if not isinstance(classifier, TrainedClassifier):
         classifier = bundles.task_classifier(classifier)
-    chosen = AmortizeSettings(teacher=Teacher(teacher, dict(teacher_settings or {"n_samples": 200, "seed": 0})),
-                              **settings)
+    chosen = AmortizeSettings(teacher=Teacher(teacher, dict(teacher_settings)) if teacher_settings is not None
+                              else Teacher.default(teacher, seed=settings.get("seed", 0)), **settings)
     output = Path(output)
     classifier.model.to(resolve_device(device))
     result = amortize(classifier, texts, ids, chosen, output.with_name(output.name + ".teacher"),

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
+from learned_attribution.core.tasks import FOLD_PREFIX, FOLDS, TASKS, held_out_task
 from learned_attribution.services.amortize.settings import amortize_settings
 from learned_attribution.services.tracking.run import TrackedRun
 
@@ -125,17 +125,17 @@ def _fold_bundle(run: TrackedRun, data, logged: Logged) -> None:
     plus = data.learned["expnet_plus"]
     run.tag("expnet_plus_variant", plus.variant.name)
     run.steps("expnet_plus_training", plus.history)
-    classifier = logged.catalog.get(f"{logged.namespace[len(FOLD_PREFIX):]}.classifier").path
+    classifier = logged.catalog.get(f"{held_out_task(logged.namespace)}.classifier").path
     serving.register_bundle(run, folder, classifier, f"{logged.experiment}-{logged.namespace}")
 
 
 FOLD = RunKind(
-    name="fold", matches=lambda namespace: namespace.startswith(FOLD_PREFIX) and namespace[len(FOLD_PREFIX):] in TASKS,
+    name="fold", matches=lambda namespace: namespace in FOLDS,
     experiment=lambda params: params["mlflow"]["experiment"],
     run_name=lambda namespace, params: namespace,
-    tags=lambda namespace, params: {"fold": namespace, "held_out_task": namespace[len(FOLD_PREFIX):]},
+    tags=lambda namespace, params: {"fold": namespace, "held_out_task": held_out_task(namespace)},
     params=lambda namespace, params: {**shared_parameters(params), "fold": namespace,
-                                      "held_out_task": namespace[len(FOLD_PREFIX):],
+                                      "held_out_task": held_out_task(namespace),
                                       "training_tasks": ",".join(t for t in TASKS if FOLD_PREFIX + t != namespace)},
     child=True,
     outputs={"fold_metrics": metric_table("fold_metrics.csv"),
@@ -160,7 +160,7 @@ def _training_history(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> No
 
 def _classifier_metrics(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
     for fold, fold_run in logged.runs.items():
-        rows = data[data["task"] == fold[len(FOLD_PREFIX):]]
+        rows = data[data["task"] == held_out_task(fold)]
         fold_run.metrics({f"classifier/{r['eval_set']}/{k}": float(r[k]) for r in rows.to_dict("records")
                           for k in ("accuracy", "macro_f1", "mcc", "n") if pd.notna(r[k])})
     run.table("classifier_metrics.csv", data)
@@ -229,7 +229,7 @@ def _external_params(params: Mapping) -> dict:
     whether the classifier is the fold's held-out one), the cap, max_length, the protocol's baselines, expensive
     methods, sample size and bootstrap, and the explained layer."""
     settings = _external(params)
-    held_out = str(settings.get("expnet_fold")).removeprefix(FOLD_PREFIX)
+    held_out = held_out_task(settings.get("expnet_fold"))
     return {"file": settings.get("file"), "file_resolved": str(Path(str(settings.get("file"))).resolve()),
             "classifier_task": settings.get("classifier_task"), "expnet_fold": settings.get("expnet_fold"),
             "fold_held_out_task": held_out, "classifier_is_folds_held_out": settings.get("classifier_task") == held_out,

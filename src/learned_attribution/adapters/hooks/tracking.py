@@ -45,7 +45,7 @@ def remaining_nodes(pipeline, catalog, only_missing_outputs: bool) -> list:
 
 def check_packaged_encoder(encoder: dict[str, Any]) -> None:
     """The packaged base encoder needs the `base` install extra: without it, stop before any work with one line
-    naming the extra and the install command (`models/packaged.py`)."""
+    naming the extra and the install command (`core/models/packaged.py`)."""
     if encoder.get("name_or_path") == PACKAGED_BASE_ENCODER:
         from learned_attribution.core.models.packaged import ALL_MPNET_BASE_V2, installed_parts  # the extra's check
 

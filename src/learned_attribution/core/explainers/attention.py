@@ -6,7 +6,7 @@ hand-made matrices, plus a thin `AttributionMethod` class that runs the classifi
 Conventions shared by every function here:
 - an attention tensor is `[..., H, T, T]` (heads on axis -3), rows are queries, columns are keys, each
   row sums to 1; the model gives `[B, H, T, T]` per layer;
-- [CLS] sits at position 0 (`CLS_POSITION`), as in every family of `models/architectures.py`;
+- [CLS] sits at position 0 (`CLS_POSITION`), as in every family of `core/models/architectures.py`;
 - gradients are of the target-class logit (not its probability), as in Chefer et al. and Qiang et al.
 
 Padding never leaks into real tokens: the attention mask gives padding keys probability 0, so the

@@ -1,6 +1,6 @@
 """One interface for every token attribution method, and the registry that picks them by name.
 
-An explainer takes a sequence classifier (a Hugging Face encoder of a family in `models/architectures.py`, loaded
+An explainer takes a sequence classifier (a Hugging Face encoder of a family in `core/models/architectures.py`, loaded
 with eager attention) and a padded batch, and returns one score per subword token for the class given in
 `batch.target` (the classifier's predicted class). Higher means more important. Scores at special
 and padding positions are returned but never used: callers mask them with `batch.special_mask`.
@@ -93,13 +93,6 @@ def build_method(name: str, **settings) -> AttributionMethod:
     if name not in METHODS:
         raise KeyError(f"unknown explainer {name!r}; registered: {sorted(METHODS)}")
     return METHODS[name](**settings)
-
-
-def predicted_class_probability(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                                target: torch.Tensor) -> torch.Tensor:
-    """Softmax probability of `target` per row: the quantity every perturbation method watches."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
-    return torch.softmax(logits.float(), dim=-1).gather(1, target[:, None]).squeeze(1)
 
 
 def padded_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | None, *, pad_token_id: int, mask_token_id: int,

@@ -47,7 +47,7 @@ class ExpNetMethod(LearnedMethod):
 
 @register("expnet_plus")
 class ExpNetPlusMethod(LearnedMethod):
-    """ExpNet+: the fold's chosen variant over the signals it reads (see `models/signals.py`)."""
+    """ExpNet+: the fold's chosen variant over the signals it reads (see `core/models/signals.py`)."""
 
 
 @register("student")

@@ -7,7 +7,6 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .plausibility import mean_per_example
 
 
 def example_spearman(scores: np.ndarray, reference: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -25,11 +24,6 @@ def example_spearman(scores: np.ndarray, reference: np.ndarray, groups: np.ndarr
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = sums["ab"] / np.sqrt(sums["aa"] * sums["bb"])
     return np.where((sums["aa"] > 0) & (sums["bb"] > 0), rho.to_numpy(), np.nan)
-
-
-def mean_spearman(scores_list: Sequence[np.ndarray], reference_list: Sequence[np.ndarray]) -> float:
-    """Mean per-example Spearman over the examples where it is defined (NaN when none is)."""
-    return mean_per_example(example_spearman, scores_list, reference_list)
 
 
 def top_k_overlap(scores: np.ndarray, reference: np.ndarray, fraction: float) -> float:

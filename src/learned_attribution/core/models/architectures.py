@@ -53,7 +53,7 @@ class UnsupportedArchitectureError(ValueError):
     def __init__(self, model_type: object):
         self.model_type = model_type
         super().__init__(f"model type {model_type!r} is not supported: learned-attribution reads the internals of "
-                         f"{', '.join(SUPPORTED_MODEL_TYPES)} encoders (models/architectures.py)")
+                         f"{', '.join(SUPPORTED_MODEL_TYPES)} encoders (core/models/architectures.py)")
 
 
 # ----------------------------------------------------------------------------------------------------

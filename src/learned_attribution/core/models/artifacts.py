@@ -91,7 +91,7 @@ def check_compatible(explainer: LearnedModel, model: torch.nn.Module, tokenizer,
             differences.append(f"{key}: explainer {expected[key]!r}, classifier {actual[key]!r}")
     if actual["model_type"] not in SUPPORTED_MODEL_TYPES and actual["model_type"] != expected.get("model_type"):
         differences.append(f"model_type {actual['model_type']!r} is not a supported encoder family "
-                           f"({', '.join(SUPPORTED_MODEL_TYPES)}; models/architectures.py)")
+                           f"({', '.join(SUPPORTED_MODEL_TYPES)}; core/models/architectures.py)")
     bound = explainer.context.get("classifier_fingerprint")
     if bound is not None and not differences:
         fingerprint = classifier_fingerprint(model)

@@ -1,6 +1,6 @@
 """Loading models: the pretrained encoder a classifier is fine-tuned from (the packaged all-MiniLM-L6-v2 by default,
-the packaged all-mpnet-base-v2 with the `base` install extra, `models/packaged.py`, or any encoder of a family in
-`models/architectures.py` by name or folder), and a trained sequence classifier with its tokenizer
+the packaged all-mpnet-base-v2 with the `base` install extra, `core/models/packaged.py`, or any encoder of a family in
+`core/models/architectures.py` by name or folder), and a trained sequence classifier with its tokenizer
 (`TrainedClassifier`, `load_classifier`): the one loader of the Kedro dataset, the Python API, the CLI, the served
 model and the Dask workers. Every model is loaded with eager attention (sdpa returns no attention probabilities)."""
 from __future__ import annotations

@@ -113,7 +113,7 @@ def evaluate_student(classifier: TrainedClassifier, student: LearnedModel, texts
 def student_bundle(classifier: TrainedClassifier, student: LearnedModel, settings: AmortizeSettings, *,
                    task: str) -> bundles.Bundle:
     """The student's folder (what `StudentExplainer` and the served model read): the student and its card."""
-    return bundles.Bundle(amortization.student_card(settings, classifier, task), {bundles.STUDENT: student})
+    return bundles.Bundle(amortization.student_card_for(settings, classifier, task), {bundles.STUDENT: student})
 
 
 def student_report(variants: pd.DataFrame, fidelity: pd.DataFrame, faithfulness: pd.DataFrame, cost: pd.DataFrame,

@@ -31,7 +31,7 @@ def read_task(*inputs: RawText | dict[str, Any] | bool, loader: Callable, task: 
 def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_length: int,
                       max_per_role: int | None, seed: int) -> pd.DataFrame:
     """Project word rationales onto the configured encoder's subword tokens (SPEC §3), as a Hugging Face
-    `datasets.Dataset` mapped in batches (`data.projection.project_dataset`)."""
+    `datasets.Dataset` mapped in batches (`core.models.projection.project_dataset`)."""
     tokenizer = load_tokenizer(encoder["name_or_path"])
     table = datasets.Dataset.from_pandas(cap_examples(examples, max_per_role, seed), preserve_index=False)
     return project_dataset(table, tokenizer, max_length).to_pandas()

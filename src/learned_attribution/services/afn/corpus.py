@@ -46,7 +46,7 @@ class Skip:
         return {"stage": self.stage, "item": self.item, "reason": self.reason, "detail": self.detail}
 
 
-SKIP_COLUMNS = ["stage", "item", "reason", "detail"]
+AFN_SKIP_COLUMNS = ["stage", "item", "reason", "detail"]
 
 
 def check_word_range(min_words: int, max_words: int, parameter: str) -> None:
@@ -139,10 +139,10 @@ def skips_frame(skips: list[Skip]) -> pd.DataFrame:
     """One stage's skips as a table (stage, item, reason, detail), each logged as a warning."""
     for skip in skips:
         logger.warning("AFN skipped %s %s: %s %s", skip.stage, skip.item, skip.reason, skip.detail)
-    return pd.DataFrame([skip.as_row() for skip in skips], columns=SKIP_COLUMNS)
+    return pd.DataFrame([skip.as_row() for skip in skips], columns=AFN_SKIP_COLUMNS)
 
 
 def collect_skips(*skip_tables: pd.DataFrame) -> pd.DataFrame:
     """All skipped inputs of the run in one table (stage, item, reason, detail)."""
     tables = [t for t in skip_tables if not t.empty]
-    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=SKIP_COLUMNS)
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=AFN_SKIP_COLUMNS)

@@ -45,11 +45,12 @@ class TokenizedText:
 
 
 def resolve_afn_layer(layer: int | None, num_layers: int) -> int:
-    """The configured AFN layer (`afn.layer`; None = `default_afn_layer`), checked against the depth."""
+    """The configured AFN layer (`afn.layer`, checked when the settings are parsed; None = `default_afn_layer`),
+    checked against the encoder's depth."""
     if layer is None:
         return default_afn_layer(num_layers)
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= num_layers:
-        raise ValueError(f"parameter afn.layer={layer!r}: must be null or an encoder block 1..{num_layers} "
+    if layer > num_layers:
+        raise ValueError(f"parameter afn.layer={layer!r}: this encoder has blocks 1..{num_layers} "
                          "(0 is the embedding output)")
     return layer
 
@@ -58,7 +59,7 @@ def tokenize_words(tokenizer, words: Sequence[str], max_length: int) -> Tokenize
     """Tokenise a word list with special tokens and no truncation; raise EmptyTextError / TextTooLongError."""
     if not words or not any(word.strip() for word in words):
         raise EmptyTextError("empty text")
-    # Every word with its word-start marker (byte-level BPE: add_prefix_space), as in models/projection.py.
+    # Every word with its word-start marker (byte-level BPE: add_prefix_space), as in core/models/projection.py.
     encoding = prepare_tokenizer(tokenizer)(list(words), is_split_into_words=True, add_special_tokens=True,
                                             truncation=False)
     word_ids = tuple(encoding.word_ids())
@@ -92,13 +93,12 @@ def iter_hidden_states(model: torch.nn.Module, texts: Sequence[TokenizedText], b
 
 @contextmanager
 def torch_threads(n_threads: int | None) -> Iterator[None]:
-    """Run the block with `n_threads` intra-op threads (None: leave torch's setting), then restore it.
-    On a shared, busy machine one thread can be several times faster than oversubscribed cores."""
+    """Run the block with `n_threads` intra-op threads (`afn.num_threads`, checked when the settings are parsed;
+    None: leave torch's setting), then restore it. On a shared, busy machine one thread can be several times faster
+    than oversubscribed cores."""
     if n_threads is None:
         yield
         return
-    if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
-        raise ValueError(f"parameter afn.num_threads={n_threads!r}: must be null or a positive integer")
     previous = torch.get_num_threads()
     torch.set_num_threads(n_threads)
     try:

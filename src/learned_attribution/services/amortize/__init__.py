@@ -1,7 +1,7 @@
 """Amortized explainers: a one-pass *student* trained to reproduce an expensive attribution method (its *teacher*:
 KernelSHAP by default; LIME, occlusion, Integrated Gradients too) on a classifier's own unlabeled texts. No rationales
 are read and any supported classifier can be explained: the student's inputs are that classifier's single-pass
-signals (`models/signals.py`), its network the one learned-explainer core (`models/learned`, objective `distill`,
+signals (`core/models/signals.py`), its network the one learned-explainer core (`models/learned`, objective `distill`,
 early stopping on the validation teacher labels' per-example Spearman).
 
 The steps, each a plain function that the Kedro pipeline `amortize`, the `learned-attribution fit` command and the
@@ -71,7 +71,7 @@ def student_context(settings: AmortizeSettings, max_length: int, **extra) -> dic
             "max_length": int(max_length)}
 
 
-def student_card(settings: AmortizeSettings, classifier, task: str | None = None) -> dict:
+def student_card_for(settings: AmortizeSettings, classifier, task: str | None = None) -> dict:
     """The card of a student's bundle: its teacher is the baseline shown beside it."""
     return bundles.student_card(teacher=settings.teacher.method, teacher_settings=settings.teacher.settings,
                                 classifier=classifier, rho=settings.rho, layer=settings.layer, task=task)
@@ -109,6 +109,6 @@ def amortize(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str
 def student_bundle(result: Amortized, settings: AmortizeSettings, classifier, title: str,
                    task: str | None = None) -> bundles.Bundle:
     """A student's bundle: the student, its card, its tables and its report."""
-    return bundles.Bundle(card=student_card(settings, classifier, task), learned={bundles.STUDENT: result.student},
+    return bundles.Bundle(card=student_card_for(settings, classifier, task), learned={bundles.STUDENT: result.student},
                           tables={name: getattr(result, name) for name in TABLES},
                           report=report_markdown(result, settings, title))

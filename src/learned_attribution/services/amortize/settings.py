@@ -43,7 +43,7 @@ class AmortizeSettings:
     """One amortization: the teacher, the student variants and their training, how many texts, the held-out
     evaluation, and the student's rationale share."""
 
-    teacher: Teacher = field(default_factory=lambda: Teacher("kernel_shap", {"n_samples": 200, "seed": 0}))
+    teacher: Teacher = field(default_factory=Teacher.default)
     variants: tuple[Variant, ...] = field(default_factory=lambda: student_variants(DEFAULT_VARIANTS))
     training: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAINING))
     max_texts: int | None = 4000  # texts the teacher explains for training (a seeded sample of them when more)
@@ -62,6 +62,8 @@ class AmortizeSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        # Training settings merge onto the defaults, so that a caller names only what it changes.
+        object.__setattr__(self, "training", {**DEFAULT_TRAINING, **self.training})
         for key in ("held_out_texts", "cost_texts", "reference_factor", "part_size", "batch_size", "max_length"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "reference_factor" else 1):
@@ -99,6 +101,9 @@ SETTING_KEYS = tuple(f.name for f in fields(AmortizeSettings) if f.name not in (
 def amortize_settings(amortize: Mapping[str, Any] | None, layer: int) -> AmortizeSettings:
     """`params:amortize` merged onto the defaults, reading the explained layer (`params:explained_layer`); its
     `mlflow` block is where a pipeline run logs (the tracking hook), not how a student is made."""
+    if "layer" in (amortize or {}):
+        raise ValueError("parameter amortize.layer: the layer a student reads is the project's explained_layer "
+                         "(conf/base/parameters.yml); remove amortize.layer")
     values = block(amortize or {}, "amortize", (), (*SETTING_KEYS, "teacher", "student", "mlflow"))
     values.pop("mlflow", None)
     teacher = values.pop("teacher", None)
@@ -111,5 +116,5 @@ def amortize_settings(amortize: Mapping[str, Any] | None, layer: int) -> Amortiz
     if student.get("variants") is not None:
         settings = replace(settings, variants=student_variants(student["variants"]))
     if student.get("training") is not None:
-        settings = replace(settings, training={**DEFAULT_TRAINING, **student["training"]})
+        settings = replace(settings, training=student["training"])
     return settings

@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 def student_signals(classifier, examples: pd.DataFrame, feature_sets: Sequence[str], layer: int = -1,
                     batch_size: int = 32) -> pd.DataFrame:
-    """The classifier's signal rows (`models/signals.py`, the `feature_sets` given) for every example, for its
+    """The classifier's signal rows (`core/models/signals.py`, the `feature_sets` given) for every example, for its
     predicted class: one row per non-special token (example_id, position, token, the signal columns)."""
     rows = examples.assign(token_labels=None)[["example_id", "input_ids", "predicted", "token_labels"]]
     return pd.concat(signal_rows(classifier.model, classifier.tokenizer, rows, feature_sets, layer, batch_size,

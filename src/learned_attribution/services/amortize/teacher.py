@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 TEACHER_BUDGETS = {"kernel_shap": "n_samples", "lime": "n_samples", "integrated_gradients": "n_steps",
                    "occlusion": None}
+DEFAULT_SAMPLES = 200  # a sampling teacher's budget unless one is given
 PART_COLUMNS = ["example_id", "scores", "error"]
 
 
@@ -39,6 +40,22 @@ class Teacher:
         if self.method not in TEACHER_BUDGETS:
             raise ValueError(f"teacher {self.method!r} is not one of {sorted(TEACHER_BUDGETS)}")
         self.build()  # unknown or invalid settings fail here, naming the setting
+
+    @classmethod
+    def default(cls, method: str = "kernel_shap", budget: int | None = None, seed: int = 0) -> "Teacher":
+        """`method` at `budget` (its `n_samples` or `n_steps`; unset: DEFAULT_SAMPLES for a sampling teacher, the
+        method's own default otherwise), a sampling teacher drawing with `seed`: what `fit` and the amortize
+        settings use when no teacher settings are given."""
+        key = TEACHER_BUDGETS.get(method)
+        if method not in TEACHER_BUDGETS:
+            return cls(method)  # the constructor names the teachers there are
+        if budget is not None and key is None:
+            raise ValueError(f"the {method} teacher has no budget (one pass per token)")
+        settings = {} if key is None else {key: budget} if budget is not None else (
+            {key: DEFAULT_SAMPLES} if key == "n_samples" else {})
+        if "seed" in METHODS[method].__dataclass_fields__:
+            settings["seed"] = int(seed)
+        return cls(method, settings)
 
     def build(self):
         """The teacher's attribution method."""

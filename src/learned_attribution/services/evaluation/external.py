@@ -23,7 +23,7 @@ from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.models.projection import project_to_subwords
 from learned_attribution.core.models.runner import predict_proba
-from learned_attribution.core.tasks import FOLD_PREFIX, FOLDS, TASKS
+from learned_attribution.core.tasks import FOLDS, TASKS, held_out_task
 
 from ..bundle import FOLD_LEARNED, Bundle
 from ..config import ComputeSettings, ScoringSettings, block, positive_int
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 HELD_OUT_TASK = "external"  # the metrics table's held_out_task
 EXTRA_COLUMNS = ["classifier_task", "file"]  # provenance appended to the fold metrics table
 REQUIRED = ("file", "classifier_task", "expnet_fold")
-SETTING_KEYS = (*REQUIRED, "max_examples", "batch_size", "mlflow_experiment")
+EXTERNAL_KEYS = (*REQUIRED, "max_examples", "batch_size", "mlflow_experiment")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class ExternalSettings:
     @property
     def held_out_task(self) -> str:
         """The fold's held-out task (heldout_sst2 -> sst2)."""
-        return self.expnet_fold.removeprefix(FOLD_PREFIX)
+        return held_out_task(self.expnet_fold)
 
     @property
     def partition(self) -> str:
@@ -69,7 +69,7 @@ class ExternalSettings:
 def external_settings(values: Mapping[str, Any] | None) -> ExternalSettings:
     """`params:evaluate_external` (defaults in conf/base/parameters_evaluate_external.yml); an unset file, task or
     fold is named with the command that sets it."""
-    values = block(values, "evaluate_external", SETTING_KEYS)
+    values = block(values, "evaluate_external", EXTERNAL_KEYS)
     missing = [key for key in REQUIRED if values[key] in (None, "")]
     if missing:
         raise ValueError(f"parameter(s) {', '.join('evaluate_external.' + k for k in missing)} not set; pass them "
@@ -158,8 +158,8 @@ def marks_every_token(examples: pd.DataFrame) -> pd.Series:
     return examples["token_labels"].map(lambda labels: bool((protocol.gold_labels(labels) == 1).all()))
 
 
-def scored_examples(examples: pd.DataFrame, classifier: TrainedClassifier, max_length: int,
-                    settings: ExternalSettings, scoring: ScoringSettings) -> pd.DataFrame:
+def file_examples_to_score(examples: pd.DataFrame, classifier: TrainedClassifier, max_length: int,
+                           settings: ExternalSettings, scoring: ScoringSettings) -> pd.DataFrame:
     """The file's examples projected to subwords (the classifier's tokenizer, `max_length`) that will be scored: a
     rationale token left after truncation, within the seeded cap (`scoring.max_test_examples`, the file's
     `max_examples`: the very sample the protocol draws later with the same seed). Adds input_ids, word_ids,
@@ -203,9 +203,9 @@ def scored_examples(examples: pd.DataFrame, classifier: TrainedClassifier, max_l
 
 def predict(examples: pd.DataFrame, classifier: TrainedClassifier, max_length: int, settings: ExternalSettings,
             scoring: ScoringSettings, compute: ComputeSettings) -> pd.DataFrame:
-    """The examples to score (`scored_examples`), predicted on the `compute` device (with a progress bar): adds
+    """The examples to score (`file_examples_to_score`), predicted on the `compute` device (with a progress bar): adds
     predicted, probability (of the predicted class), correct."""
-    scored = scored_examples(examples, classifier, max_length, settings, scoring)
+    scored = file_examples_to_score(examples, classifier, max_length, settings, scoring)
     compute.place(classifier.model)
     probabilities = predict_proba(classifier.model, list(scored["input_ids"]), settings.batch_size,
                                   classifier.tokenizer.pad_token_id, compute.bf16,

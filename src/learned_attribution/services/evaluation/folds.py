@@ -16,7 +16,7 @@ from learned_attribution.core.models.artifacts import explainer_context
 from learned_attribution.core.models.features import feature_names
 from learned_attribution.core.models.learned import LearnedModel, best_shape_free, fit_variant, select_variant
 from learned_attribution.core.models.signals import FEATURE_SETS, columns_for, token_vocabulary
-from learned_attribution.core.tasks import FOLD_PREFIX
+from learned_attribution.core.tasks import held_out_task
 
 from ..config import ComputeSettings, ExpnetPlusRecipes, ExpnetRecipe, ScoringSettings
 from .cost import Timed, cost_table, timed_forward
@@ -55,7 +55,7 @@ def fold_context(classifier, fold: str, training_tasks: Sequence[str], rho: floa
                  max_length: int) -> dict:
     """The `context` a fold's learned explainers are saved with (`models/artifacts.explainer_context`)."""
     return explainer_context(classifier.model, classifier.tokenizer, fold=fold,
-                             held_out_task=fold.removeprefix(FOLD_PREFIX), training_tasks=sorted(training_tasks),
+                             held_out_task=held_out_task(fold), training_tasks=sorted(training_tasks),
                              encoder=encoder, layer=layer, rho=rho, max_length=max_length)
 
 
@@ -159,7 +159,8 @@ def chosen_expnet_plus(models: dict[str, LearnedModel], selection: pd.DataFrame)
     shape_free = best_shape_free(selection, {name: model.variant for name, model in models.items()})
     if shape_free is None:
         raise ValueError("parameter crosstask.expnet_plus.candidates has no shape-free variant (feature sets among "
-                         "models/signals.py SHAPE_FREE_SETS): a fold keeps one to explain classifiers of other shapes")
+                         "core/models/signals.py SHAPE_FREE_SETS): a fold keeps one to explain classifiers of other "
+                         "shapes")
     return chosen, models[shape_free]
 
 

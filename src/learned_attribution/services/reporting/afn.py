@@ -46,13 +46,10 @@ def _verdict(value: bool | None) -> str:
     return {True: "holds", False: "does not hold", None: "not checked"}[value]
 
 
-def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
-    """A GitHub markdown table of `frame` (numbers rounded to `digits`)."""
-    header = "| " + " | ".join(str(c) for c in frame.columns) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(_number(v, digits) if not isinstance(v, str) else v for v in row) + " |"
-            for row in frame.astype(object).itertuples(index=False)]
-    return "\n".join([header, rule, *body])
+def _numbers_table(frame: pd.DataFrame, digits: int = 3) -> str:
+    """`frame` as a Markdown table, each number as `_number` shows it (n/a, yes / no, integers as they are)."""
+    return table_lines(list(frame.columns), [[v if isinstance(v, str) else _number(v, digits) for v in row]
+                                             for row in frame.astype(object).itertuples(index=False)])
 
 
 def run_config(head: Mapping, settings: AfnSettings) -> dict:
@@ -133,7 +130,7 @@ def render_report(head: Mapping, layers: pd.DataFrame, skipped: pd.DataFrame, co
         "S = mean strength; rank = mean normalised rank within the sentence (0 strongest, 1 weakest); R_H and "
         "HIGH share are means over pairs. Layer 0 is the embedding output.",
         "",
-        markdown_table(layers[[c for c in LAYER_COLUMNS if c in layers]].rename(columns=LAYER_COLUMNS)),
+        _numbers_table(layers[[c for c in LAYER_COLUMNS if c in layers]].rename(columns=LAYER_COLUMNS)),
         "",
         "## Plots",
         "",
@@ -147,7 +144,7 @@ def render_report(head: Mapping, layers: pd.DataFrame, skipped: pd.DataFrame, co
     else:
         counts = skipped.groupby(["stage", "reason"]).size().rename("count").reset_index()
         lines += [f"{len(skipped)} inputs skipped (listed in data/08_reporting/afn/skipped.csv):", "",
-                  markdown_table(counts)]
+                  _numbers_table(counts)]
     return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from learned_attribution.core.tasks import FOLD_PREFIX
+from learned_attribution.core.tasks import held_out_task
 
 from ..evaluation.protocol import matched_baselines
 from .charts import ablation_chart
@@ -61,7 +61,7 @@ def headline_table(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> str:
     for h in fold_headlines(metrics, ablation):
         plus, auroc_best, f1_best = h.expnet_plus, h.best_by_auroc, h.best_by_f1
         verdicts = [comparison(plus, auroc_best, "auroc", "AUROC"), comparison(plus, f1_best, "f1", "F1")]
-        rows.append([f"{h.fold[len(FOLD_PREFIX):]} (n = {h.n_examples})",
+        rows.append([f"{held_out_task(h.fold)} (n = {h.n_examples})",
                      f"**{interval_text(plus, 'auroc')}** ({h.variant})", interval_text(h.paper, "auroc"),
                      f"{auroc_best['method']} {interval_text(auroc_best, 'auroc')}", f"**{interval_text(plus, 'f1')}**",
                      interval_text(h.paper, "f1"), f"{f1_best['method']} {interval_text(f1_best, 'f1')}",
@@ -92,7 +92,7 @@ def shape_free_table(ablation: pd.DataFrame) -> str:
         for row, role in shown:
             difference = "" if row["variant"] == chosen["variant"] else f"{row['auroc'] - chosen['auroc']:+.3f}"
             validation = f"{row['val_auroc']:.4f}" if pd.notna(row["val_auroc"]) else ""
-            lines.append([str(fold)[len(FOLD_PREFIX):], row["variant"], role, validation, interval_text(row, "auroc"),
+            lines.append([held_out_task(fold), row["variant"], role, validation, interval_text(row, "auroc"),
                           interval_text(row, "f1_matched"), difference])
     return table_lines(["held-out task", "variant", "role", "validation AUROC", "held-out AUROC", "matched F1",
                         "AUROC minus the chosen's"], lines)
@@ -101,7 +101,7 @@ def shape_free_table(ablation: pd.DataFrame) -> str:
 def paper_claim(h: FoldHeadline) -> tuple[dict, bool]:
     """The paper's reference numbers for the fold's task, and whether its claim (the paper's ExpNet above every
     baseline, by matched F1) holds in this run."""
-    return PAPER_REFERENCE.get(h.fold[len(FOLD_PREFIX):], {}), bool(h.paper["f1"] > h.best_by_f1["f1"])
+    return PAPER_REFERENCE.get(held_out_task(h.fold), {}), bool(h.paper["f1"] > h.best_by_f1["f1"])
 
 
 def paper_comparison_table(metrics: pd.DataFrame) -> str:
@@ -109,7 +109,7 @@ def paper_comparison_table(metrics: pd.DataFrame) -> str:
     rows = []
     for h in fold_headlines(metrics, None):
         reference, holds = paper_claim(h)
-        rows.append([h.fold[len(FOLD_PREFIX):], f"{reference.get('expnet_f1', float('nan')):.3f}",
+        rows.append([held_out_task(h.fold), f"{reference.get('expnet_f1', float('nan')):.3f}",
                      f"{reference.get('best_baseline', '?')} {reference.get('best_baseline_f1', float('nan')):.3f}",
                      f"{h.paper['f1']:.3f}", f"{h.best_by_f1['method']} {h.best_by_f1['f1']:.3f}",
                      "holds" if holds else "does not hold"])
@@ -138,7 +138,7 @@ def by_prediction_table(metrics: pd.DataFrame) -> str:
         baseline = h.best_by_auroc["method"]
         for subset, n, cells in by_prediction(metrics[metrics["fold"] == h.fold], baseline):
             if "expnet_plus" in cells:
-                lines.append([h.fold[len(FOLD_PREFIX):], f"{subset}ly predicted", n, cells["expnet_plus"],
+                lines.append([held_out_task(h.fold), f"{subset}ly predicted", n, cells["expnet_plus"],
                               cells.get("expnet_paper", ""), f"{baseline} {cells.get(baseline, '')}"])
     return table_lines(["held-out task", "subset", "n", "ExpNet+", "paper's ExpNet", "best baseline"], lines)
 
@@ -183,7 +183,7 @@ def transfer_table(into_base: pd.DataFrame | None, into_small: pd.DataFrame | No
             saliency = by_method.loc["saliency"] if "saliency" in by_method.index else None
             own = by_method.loc["expnet_plus"] if "expnet_plus" in by_method.index else None
             at_or_above = "" if saliency is None else ("yes" if moved["auroc"] >= saliency["auroc"] else "no")
-            lines.append([str(fold)[len(FOLD_PREFIX):], f"{moved['source_classifier']} -> {moved['target_classifier']}",
+            lines.append([held_out_task(fold), f"{moved['source_classifier']} -> {moved['target_classifier']}",
                           interval_text(moved, "auroc"), "" if saliency is None else interval_text(saliency, "auroc"),
                           "" if own is None else interval_text(own, "auroc"), interval_text(moved, "f1_matched"),
                           at_or_above])

@@ -24,7 +24,7 @@ from typing import Callable
 import pandas as pd
 
 from learned_attribution.core.atomic import write_text_atomically
-from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
+from learned_attribution.core.tasks import TASKS, held_out_task
 
 from ..evaluation.cost import cost_plausibility
 from .afn import afn_comparison_table
@@ -57,7 +57,7 @@ def pareto_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
     methods run on every example, ExpNet+'s point, and the baselines both cheaper and more plausible."""
     lines = []
     for fold, rows in metrics.groupby("fold", sort=False):
-        task = str(fold)[len(FOLD_PREFIX):]
+        task = held_out_task(fold)
         if task not in costs:
             continue
         points = cost_plausibility(rows, costs[task])

@@ -1,6 +1,6 @@
 """The one learned-explainer core: the paper's ExpNet and ExpNet+ are variants of one model.
 
-- `recipe`: a `Variant` names one recipe (which feature sets of `models/signals.py` it reads, how inputs are
+- `recipe`: a `Variant` names one recipe (which feature sets of `core/models/signals.py` it reads, how inputs are
   standardised, the objective, the stopping rule, the transfer ideas); `TrainingSettings` the loop's settings.
 - `inputs`: the `InputPipeline`, fitted once during training, saved, applied unchanged at prediction.
 - `networks`: ExpNet's 2-layer network (optionally gated per head) and the convex stack, several seeds side by side.

@@ -20,7 +20,6 @@ from ..signals import signed_columns
 from .recipe import Variant
 
 ANCHOR_SCALE = 4.0  # the anchor's logit range: comparable to what the residual network learns
-ANCHOR_COLUMN = "__anchor__"
 
 
 def within_example_ranks(values: np.ndarray, example_ids: np.ndarray) -> np.ndarray:

@@ -100,7 +100,7 @@ class LearnedModel:
     calibrated_threshold: float = 0.5
     n_pseudo_examples: int = 0
     threshold: float = 0.5
-    context: dict = field(default_factory=dict)  # fold, tasks, encoder, classifier shape (models/artifacts.py)
+    context: dict = field(default_factory=dict)  # fold, tasks, encoder, classifier shape (core/models/artifacts.py)
 
     @property
     def columns(self) -> list[str]:
