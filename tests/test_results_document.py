@@ -30,9 +30,16 @@ def reports(tmp_path):
             metric_row("expnet_plus", "learned", "matched", 0.85, 0.5, n=60, subset="correct"),
             metric_row("expnet_plus", "learned", "matched", 0.60, 0.3, n=40, subset="incorrect")]
     pd.DataFrame(rows).to_csv(folder / "crosstask_metrics.csv", index=False)
-    pd.DataFrame([{"fold": "heldout_sst2", "variant": "stack_self_training", "selected": True},
-                  {"fold": "heldout_sst2", "variant": "cheap", "selected": False}]).to_csv(
+    pd.DataFrame([{"fold": "heldout_sst2", "variant": "stack_self_training", "selected": True, "auroc": 0.80},
+                  {"fold": "heldout_sst2", "variant": "cheap", "selected": False, "auroc": 0.82}]).to_csv(
         folder / "expnet_plus_ablation.csv", index=False)
+    pd.DataFrame([{"variant": "stack_self_training", "direction": "a->b", "val_auroc": 0.70},
+                  {"variant": "stack_self_training", "direction": "b->a", "val_auroc": 0.74},
+                  {"variant": "stack_self_training", "direction": "mean", "val_auroc": 0.72},
+                  {"variant": "cheap", "direction": "a->b", "val_auroc": 0.71},
+                  {"variant": "cheap", "direction": "b->a", "val_auroc": 0.71},
+                  {"variant": "cheap", "direction": "mean", "val_auroc": 0.71}]).to_csv(
+        folder / "crosstask" / "expnet_plus_selection_sst2.csv", index=False)
     pd.DataFrame([{"method": "forward", "ratio_to_forward": 1.0}, {"method": "expnet_plus", "ratio_to_forward": 0.45},
                   {"method": "expnet_paper", "ratio_to_forward": 0.95}, {"method": "saliency", "ratio_to_forward": 0.5},
                   {"method": "raw_attention", "ratio_to_forward": 0.9}, {"method": "lime", "ratio_to_forward": 0.003}]
@@ -64,9 +71,13 @@ def test_the_document_names_its_sources_and_what_is_missing(reports):
     assert "| folds | 0.5 |" in document and "| **total (sum of node times)** | 2.0 |" in document
     assert "| sst2 | incorrectly predicted | 40 | 0.600 [0.580, 0.620] |" in document
     assert "### heldout_sst2" in document  # the included summary's headings nest one level down... twice
+    # the selection rules on the one fold: the mean picks stack_self_training (0.72), the worst direction cheap (0.71)
+    assert "| heldout_sst2 | mean_validation | -1.00 | stack_self_training | 0.800 | cheap | 0.820 | 0.020 |" \
+        in document
+    assert "| heldout_sst2 | worst_direction | +1.00 | cheap | 0.820 | cheap | 0.820 | 0.000 |" in document
     assert "Not in this run's reports (sections left out): afn_report.md, attribution_throughput.csv, " \
            "classifier_metrics.csv, explain_cost_cola.csv, explain_cost_hatexplain.csv, expnet_plus_ablation.md, " \
-           "serving_load.csv." in document
+           "expnet_plus_selection_cola.csv, expnet_plus_selection_hatexplain.csv, serving_load.csv." in document
 
 
 def test_marked_blocks_are_rewritten_in_place_and_the_rest_is_kept(reports, tmp_path):

@@ -5,8 +5,8 @@
 
 Every number comes from a file the pipeline or a benchmark wrote under the reports folder
 (`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
-`crosstask/explain_cost_<task>.csv`, `node_timings/crosstask.csv`, `afn_report.md`, `benchmarks/*.csv`); a report that is
-missing leaves its section out and the document says which. Nothing is typed in by hand, so the document is
+`crosstask/explain_cost_<task>.csv`, `crosstask/expnet_plus_selection_<task>.csv`, `node_timings/crosstask.csv`,
+`afn_report.md`, `benchmarks/*.csv`); a report that is missing leaves its section out and the document says which. Nothing is typed in by hand, so the document is
 right for the machine and run it was generated from and is simply regenerated on another. Marked blocks
 (`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in
 place with the same tables.
@@ -24,13 +24,14 @@ from typing import Callable
 import pandas as pd
 
 from learned_attribution.core.atomic import write_text_atomically
-from learned_attribution.core.tasks import TASKS, held_out_task
+from learned_attribution.core.tasks import FOLD_PREFIX, TASKS, held_out_task
 
 from ..evaluation.cost import cost_plausibility
 from .afn import afn_comparison_table
 from .amortize import STUDENT_TABLES, students_table
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
                         paper_comparison_table, shape_free_table, transfer_table)
+from .selection import track_record_section
 from .tables import markdown_table, table_lines
 
 
@@ -136,6 +137,7 @@ class Reports:
     afn_headline: dict | None
     students: dict[str, dict[str, pd.DataFrame]]
     missing: list[str]
+    selections: dict[str, pd.DataFrame] | None = None  # each fold's ExpNet+ selection table
 
     @classmethod
     def read(cls, folder: str | Path) -> "Reports":
@@ -146,11 +148,14 @@ class Reports:
                                "(or give the reports folder of a run with --reports)")
         missing: list[str] = []
         csv, text = pd.read_csv, Path.read_text
-        costs = {}
+        costs, selections = {}, {}
         for task in TASKS:
             cost = _read(folder / "crosstask" / f"explain_cost_{task}.csv", csv, missing)
             if cost is not None:
                 costs[task] = cost
+            selection = _read(folder / "crosstask" / f"expnet_plus_selection_{task}.csv", csv, missing)
+            if selection is not None:
+                selections[f"{FOLD_PREFIX}{task}"] = selection
         # optional: only an `amortize` run writes them
         students = {task: {name: pd.read_csv(folder / "amortize" / f"{task}_{name}.csv") for name in STUDENT_TABLES}
                     for task in TASKS
@@ -168,7 +173,7 @@ class Reports:
                    transfer=_read(folder / "transfer.md", text, []),
                    transfer_metrics=_read(folder / "transfer_metrics.csv", csv, []),
                    afn_headline=_read(folder / "afn" / "headline.json", lambda p: json.loads(p.read_text()), []),
-                   students=students, missing=missing)
+                   students=students, missing=missing, selections=selections)
 
 
 def _demote(markdown: str, levels: int = 2) -> str:
@@ -231,6 +236,15 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
                 "the fold's own classifier: the cost of crossing architectures on the same architecture.", "",
                 shape_free_table(reports.ablation), ""]
                if reports.ablation is not None and "shape_free" in reports.ablation else []),
+             *(["## Selection rules, their track record (`crosstask/expnet_plus_selection_<task>.csv`, "
+                "`expnet_plus_ablation.csv`)", "",
+                "How well each rule's score of the ExpNet+ candidates predicts their held-out AUROC, per fold: "
+                "`mean_validation` (the mean over the training directions, the rule the folds apply), "
+                "`worst_direction` (the lowest direction) and `fixed_default` (the mean held-out AUROC on the other "
+                "folds; their explainers trained on this fold's task). Regret: the best candidate's held-out AUROC in "
+                "hindsight minus the pick's.", "",
+                track_record_section(reports.ablation, reports.selections), ""]
+               if reports.ablation is not None and reports.selections else []),
              "## The paper's claim at this scale (`crosstask_metrics.csv`; the paper's numbers are bert-base)", "",
              paper_comparison_table(reports.metrics), "",
              "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",
