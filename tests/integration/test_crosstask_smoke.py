@@ -81,6 +81,16 @@ def test_expnet_plus_selection_and_ablation(smoke_run):
         fold_row = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus")
                            & (metrics["subset"] == "all") & (metrics["rule"] == "matched")]
         assert chosen_row["auroc"].iloc[0] == pytest.approx(fold_row["auroc"].iloc[0], abs=1e-4)
+        # split by prediction, the chosen variant's rows are the fold's expnet_plus rows of those subsets, and the
+        # best baseline's are its own
+        best_row = rows[rows["description"] == "best baseline"]
+        best = best_row["variant"].iloc[0].removesuffix(" (best baseline)")
+        for subset in ("correct", "incorrect"):
+            for method, row in (("expnet_plus", chosen_row), (best, best_row)):
+                subset_row = metrics[(metrics["fold"] == fold) & (metrics["method"] == method)
+                                     & (metrics["subset"] == subset) & (metrics["rule"] == "matched")]
+                expected = subset_row["auroc"].iloc[0] if len(subset_row) else float("nan")  # none mispredicted
+                assert row[f"auroc_{subset}"].iloc[0] == pytest.approx(expected, abs=1e-4, nan_ok=True)
         # three seeds per variant; the ensemble is scored, and each seed's own network too
         candidates = rows[rows["variant"].isin(variants)]
         assert (candidates["seeds"] == 3).all() and candidates["auroc_seed_sd"].ge(0).all()

@@ -112,7 +112,7 @@ def _ablation(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
     run.metrics({f"expnet_plus_ablation/{r['variant']}/{metric}": float(r[metric])
                  for r in variants.to_dict("records")
                  for metric in ("val_auroc", "auroc", "auprc", "f1_matched", "f1_own_calibrated", "auroc_seed_mean",
-                                "auroc_seed_sd") if pd.notna(r.get(metric))})
+                                "auroc_seed_sd", "auroc_correct", "auroc_incorrect") if pd.notna(r.get(metric))})
 
 
 def _fold_bundle(run: TrackedRun, data, logged: Logged) -> None:

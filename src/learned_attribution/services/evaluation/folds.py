@@ -183,7 +183,7 @@ def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, hel
     for _, reference in pd.concat([best, floors]).iterrows():
         label = "best baseline" if reference["family"] != "floor" else "floor"
         rows.append({"fold": fold, "variant": f"{reference['method']} ({label})", "description": label,
-                     "selected": False, **as_learned_row(reference)})
+                     "selected": False, **as_learned_row(reference, fold_metrics)})
     return pd.DataFrame(rows)
 
 

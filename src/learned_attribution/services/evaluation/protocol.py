@@ -240,6 +240,27 @@ def learned_thresholds(budget: Mapping[str, float], expnet_plus: LearnedModel) -
 # ----------------------------------------------------------------------------------------------------
 
 LEARNED_RULES = ("matched", "own", "own_calibrated")
+PREDICTION_SUBSETS = ("correct", "incorrect")  # the decision explained was right / wrong
+BY_PREDICTION_COLUMNS = [f"{metric}_{subset}{end}" for subset in PREDICTION_SUBSETS
+                         for metric in ("auroc", "f1_matched") for end in ("", "_low", "_high")]
+
+
+def by_prediction(scores: list[np.ndarray], gold: list[np.ndarray], correct: Sequence[bool], rho: float,
+                  n_boot: int, seed: int) -> dict[str, float]:
+    """AUROC and matched-budget F1, with intervals, on the correctly and on the incorrectly predicted examples
+    (`BY_PREDICTION_COLUMNS`; NaN for a subset without examples): where an explanation of a wrong decision parts
+    from the human rationale of the gold class."""
+    row = dict.fromkeys(BY_PREDICTION_COLUMNS, float("nan"))
+    correct = np.asarray(correct, dtype=bool)
+    for subset, keep in zip(PREDICTION_SUBSETS, (correct, ~correct)):
+        picked = np.flatnonzero(keep)
+        if len(picked) == 0:
+            continue
+        metrics = score_method([scores[i] for i in picked], [gold[i] for i in picked],
+                               method_masks([scores[i] for i in picked], rho), n_boot, seed)
+        for end in ("", "_low", "_high"):
+            row[f"auroc_{subset}{end}"], row[f"f1_matched_{subset}{end}"] = metrics[f"auroc{end}"], metrics[f"f1{end}"]
+    return row
 
 
 def learned_rationale_scores(model: LearnedModel, signals: pd.DataFrame, examples: pd.DataFrame, rho: float,
@@ -247,16 +268,20 @@ def learned_rationale_scores(model: LearnedModel, signals: pd.DataFrame, example
     """A trained learned explainer scored on rationale `examples` from its classifier's signal rows `signals` (the
     network reads them; no model pass), as `score_methods` scores a method: n_examples, AUROC, AUPRC and
     matched-budget F1 (rho) with bootstrap 95% intervals, own-rule F1 at 0.5 and at its calibrated threshold (the
-    ablation's columns `f1_<rule>`), each seed's own AUROC and matched F1 (mean, sd, min, max), a convex stack's
-    five largest weights, the gates."""
+    ablation's columns `f1_<rule>`), AUROC and matched F1 on the correctly and the incorrectly predicted examples
+    (`by_prediction`), each seed's own AUROC and matched F1 (mean, sd, min, max), a convex stack's five largest
+    weights, the gates."""
     gold_by_id = {i: gold_labels(t) for i, t in zip(examples["example_id"], examples["token_labels"])}
+    correct_by_id = dict(zip(examples["example_id"], examples["correct"].astype(bool)))
     table = signals[signals["example_id"].isin(gold_by_id)]
     scored_rows = score_examples(model, table)
     scores = [np.asarray(s, dtype=float) for s in scored_rows["scores"]]
     gold = [gold_by_id[i] for i in scored_rows["example_id"]]
     rules = dict(zip(LEARNED_RULES, (None, 0.5, model.calibrated_threshold)))
     by_rule = method_rows(scores, gold, rho, rules, scoring.n_boot, scoring.boot_seed)
-    row: dict[str, Any] = {"n_examples": len(scores)}
+    row: dict[str, Any] = {"n_examples": len(scores),
+                           **by_prediction(scores, gold, [correct_by_id[i] for i in scored_rows["example_id"]], rho,
+                                           scoring.n_boot, scoring.boot_seed)}
     for rule, metrics in by_rule.items():
         if rule == "matched":
             row.update({k: metrics[k] for k in ("auroc", "auroc_low", "auroc_high", "auprc", "auprc_low", "auprc_high")})
@@ -283,9 +308,18 @@ def learned_rationale_scores(model: LearnedModel, signals: pd.DataFrame, example
 REFERENCE_COLUMNS = [f"{metric}{end}" for metric in ("auroc", "auprc") for end in ("", "_low", "_high")]
 
 
-def as_learned_row(metrics_row: pd.Series) -> dict[str, Any]:
-    """A matched-budget row of the metric schema in the learned-explainer table's columns (`f1` as `f1_matched`):
-    a baseline or floor placed beside the variants of an ablation or transfer table."""
-    return {"n_examples": metrics_row["n_examples"], **{c: metrics_row[c] for c in REFERENCE_COLUMNS},
-            "f1_matched": metrics_row["f1"], "f1_matched_low": metrics_row["f1_low"],
-            "f1_matched_high": metrics_row["f1_high"]}
+def as_learned_row(metrics_row: pd.Series, metrics: pd.DataFrame) -> dict[str, Any]:
+    """A matched-budget row of the metric schema in the learned-explainer table's columns (`f1` as `f1_matched`),
+    with the same method's rows of the correctly and incorrectly predicted subsets of `metrics` (its fold's table)
+    as the `BY_PREDICTION_COLUMNS`: a baseline or floor placed beside the variants of an ablation or transfer
+    table."""
+    row = {"n_examples": metrics_row["n_examples"], **{c: metrics_row[c] for c in REFERENCE_COLUMNS},
+           "f1_matched": metrics_row["f1"], "f1_matched_low": metrics_row["f1_low"],
+           "f1_matched_high": metrics_row["f1_high"], **dict.fromkeys(BY_PREDICTION_COLUMNS, float("nan"))}
+    same = metrics[(metrics["method"] == metrics_row["method"]) & (metrics["rule"] == metrics_row["rule"])]
+    for subset in PREDICTION_SUBSETS:
+        for _, subset_row in same[same["subset"] == subset].head(1).iterrows():
+            for end in ("", "_low", "_high"):
+                row[f"auroc_{subset}{end}"] = subset_row[f"auroc{end}"]
+                row[f"f1_matched_{subset}{end}"] = subset_row[f"f1{end}"]
+    return row

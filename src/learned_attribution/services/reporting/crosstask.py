@@ -283,8 +283,9 @@ def ablation_report(*ablations: pd.DataFrame):
              "each direction's AUROC is the mean over the variant's seeds, so a lucky seed does not pick it. A "
              "variant's explainer is the ensemble of its seeds (mean logit); `AUROC per seed`: each seed's own "
              "network on the same examples (mean ± sd, min-max). Intervals: bootstrap 95% over examples. Own rule: "
-             "threshold calibrated on the training tasks' validation examples. `stack weights`: a convex stack's "
-             "five largest weights.", ""]
+             "threshold calibrated on the training tasks' validation examples. `AUROC, mispredicted`: on the examples "
+             "the classifier got wrong, whose explanation is of the other class than the human rationale's. "
+             "`stack weights`: a convex stack's five largest weights.", ""]
     for fold, rows in table.groupby("fold", sort=False):
         shown = rows.assign(**{
             "AUROC": rows.apply(interval_text, axis=1, metric="auroc"),
@@ -292,11 +293,13 @@ def ablation_report(*ablations: pd.DataFrame):
             "F1 matched": rows.apply(interval_text, axis=1, metric="f1_matched"),
             "F1 own (calibrated)": rows.apply(interval_text, axis=1, metric="f1_own_calibrated"),
             "AUROC per seed": rows.apply(seed_spread, axis=1, metric="auroc"),
+            "AUROC, mispredicted": rows.apply(interval_text, axis=1, metric="auroc_incorrect"),
             "stack weights": rows.get("stack_weights", pd.Series("", index=rows.index)).fillna(""),
         })
         lines += [f"## {fold}", "", markdown_table(shown[["variant", "description", "selected", "val_auroc", "AUROC",
-                                                          "AUROC per seed", "AUPRC", "F1 matched",
-                                                          "F1 own (calibrated)", "stack weights"]]), ""]
+                                                          "AUROC per seed", "AUROC, mispredicted", "AUPRC",
+                                                          "F1 matched", "F1 own (calibrated)", "stack weights"]]),
+                  ""]
     return table, "\n".join(lines), ablation_chart(table)
 
 
