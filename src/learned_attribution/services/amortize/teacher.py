@@ -51,8 +51,11 @@ class Teacher:
             return cls(method)  # the constructor names the teachers there are
         if budget is not None and key is None:
             raise ValueError(f"the {method} teacher has no budget (one pass per token)")
-        settings = {} if key is None else {key: budget} if budget is not None else (
-            {key: DEFAULT_SAMPLES} if key == "n_samples" else {})
+        settings = {}
+        if budget is not None:
+            settings[key] = budget
+        elif key == "n_samples":
+            settings[key] = DEFAULT_SAMPLES
         if "seed" in METHODS[method].__dataclass_fields__:
             settings["seed"] = int(seed)
         return cls(method, settings)

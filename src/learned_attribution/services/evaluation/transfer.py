@@ -43,5 +43,6 @@ def transfer_rows(source: LearnedModel, signals: pd.DataFrame, predictions: pd.D
                    (fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["family"] == "floor")], "floor")]
     for frame, role in references:
         for _, reference in frame.iterrows():
-            rows.append({"fold": fold, "method": reference["method"], "role": role, **as_learned_row(reference, fold_metrics)})
+            rows.append({"fold": fold, "method": reference["method"], "role": role,
+                         **as_learned_row(reference, fold_metrics)})
     return pd.DataFrame(rows)

@@ -6,10 +6,10 @@
 Every number comes from a file the pipeline or a benchmark wrote under the reports folder
 (`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
 `crosstask/explain_cost_<task>.csv`, `crosstask/expnet_plus_selection_<task>.csv`, `node_timings/crosstask.csv`,
-`afn_report.md`, `benchmarks/*.csv`); a report that is missing leaves its section out and the document says which. Nothing is typed in by hand, so the document is
-right for the machine and run it was generated from and is simply regenerated on another. Marked blocks
-(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in
-place with the same tables.
+`afn_report.md`, `benchmarks/*.csv`); a report that is missing leaves its section out and the document says which.
+Nothing is typed in by hand, so the document is right for the machine and run it was generated from and is simply
+regenerated on another. Marked blocks (`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and
+benchmarks/README.md are rewritten in place with the same tables.
 """
 from __future__ import annotations
 
