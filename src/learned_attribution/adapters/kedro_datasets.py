@@ -64,6 +64,10 @@ class InputFileDataset(AbstractDataset):
         return {"filepath": str(self._filepath), "parameter": self._parameter}
 
 
+def _raw_text(path: Path) -> RawText:
+    return RawText(path=str(path), text=path.read_text(encoding="utf-8"))
+
+
 class RawTextDataset(InputFileDataset):
     """A raw file loaded with its path, so parsers can name the file and line at fault. Raw data is never written."""
 
@@ -73,14 +77,12 @@ class RawTextDataset(InputFileDataset):
         return DatasetError(f"Raw file {self._filepath} is missing (see data/01_raw/README.md)")
 
     def read(self) -> RawText:
-        return RawText(path=str(self._filepath), text=self._filepath.read_text(encoding="utf-8"))
+        return _raw_text(self._filepath)
 
 
-class OptionalRawTextDataset(RawTextDataset):
+class OptionalRawTextDataset(InputFileDataset):
     """A user's optional raw file (the AFN sentences and pairs): loaded with its path as `RawText`, so the parser
     names the file and line at fault, or None when no file is configured (`filepath: null`)."""
-
-    kind = "an input file"
 
     def __init__(self, filepath: str | None = None, parameter: str | None = None,
                  metadata: dict[str, Any] | None = None):
@@ -95,8 +97,8 @@ class OptionalRawTextDataset(RawTextDataset):
     def load(self) -> RawText | None:
         return super().load() if self._configured else None
 
-    def missing(self, message: str) -> Exception:
-        return DatasetError(message)
+    def read(self) -> RawText:
+        return _raw_text(self._filepath)
 
     @property
     def path(self) -> Path | None:

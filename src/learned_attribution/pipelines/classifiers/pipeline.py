@@ -1,12 +1,10 @@
 """classifiers: one fine-tuned classifier per task (one template, one namespace per task)."""
 from typing import Sequence
 
-
 from kedro.pipeline import Pipeline, node, pipeline
 
-from learned_attribution.pipelines import bind
-
 from learned_attribution.core.tasks import TASKS
+from learned_attribution.pipelines import bind
 
 from .nodes import (attention_features, combine_classifier_metrics, explainer_signals, predict_examples,
                     task_settings, train_classifier)

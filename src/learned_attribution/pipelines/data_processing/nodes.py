@@ -38,7 +38,7 @@ def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_lengt
 
 
 def build_data_report(*tables: pd.DataFrame) -> pd.DataFrame:
-    """One row per task, split and role (`data.schema.data_report`): every task's tokenized table, then every task's
+    """One row per task, split and role (`core.data.schema.data_report`): every task's tokenized table, then every task's
     skipped records, in the same task order."""
     report = data_report(*tables)
     logger.info("Data report:\n%s", report.to_string(index=False))

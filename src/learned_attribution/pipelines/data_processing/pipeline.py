@@ -13,7 +13,8 @@ def create_pipeline(tasks: Sequence[Task] = TASK_REGISTRY, **kwargs) -> Pipeline
     """One reader node (`read_<task>`) and one tokenizer node (`tokenize_<task>`) per task of `tasks` (the
     registry in `core/tasks.py`), then the data report over them all."""
     loaders = [
-        node(bind(read_task, loader=task.loader, task=task.name), [*task.raw_inputs, f"params:data_processing.{task.name}", "params:data_processing.strict"],
+        node(bind(read_task, loader=task.loader, task=task.name),
+             [*task.raw_inputs, f"params:data_processing.{task.name}", "params:data_processing.strict"],
              [f"examples_{task.name}", f"skipped_{task.name}"], name=f"read_{task.name}")
         for task in tasks
     ]
