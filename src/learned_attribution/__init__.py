@@ -1,18 +1,19 @@
 """Learned token attribution: ExpNet, ExpNet+ and amortized students, scored against human rationales across tasks.
 
 The public API (no Kedro): `FoldExplainer` (a trained fold), `StudentExplainer` (an amortized student), the
-`Explanation` they return, and `fit` (train a student for your own classifier). Layers, from the bottom:
+`Explanation` they return, `fit` (train a student for your own classifier) and `fit_rationales` (refit a fold's
+ExpNet+ on your own annotated examples). Layers, from the bottom:
 `core` (data, models, explainers, metrics), `services` (evaluation, amortize, afn, reporting, tracking, the
 bundle and the API), `adapters` (Kedro datasets and hooks, the CLI, serving) and `pipelines` (Kedro)."""
 
 __version__ = "0.1.0"
-__all__ = ["Explanation", "FoldExplainer", "StudentExplainer", "fit"]
+__all__ = ["Explanation", "FoldExplainer", "StudentExplainer", "fit", "fit_rationales"]
 
 
 def __getattr__(name: str):
     # The API loads torch and transformers (seconds): only when it is used, so that `import learned_attribution`
     # (Kedro's project settings, the CLI's start) stays light.
-    if name in ("FoldExplainer", "StudentExplainer", "fit"):
+    if name in ("FoldExplainer", "StudentExplainer", "fit", "fit_rationales"):
         from learned_attribution.services import explain
 
         return getattr(explain, name)

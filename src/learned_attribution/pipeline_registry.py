@@ -2,7 +2,7 @@
 from kedro.pipeline import Pipeline
 
 from learned_attribution.pipelines import (afn, amortize, classifiers, crosstask, data_processing, evaluate_external,
-                                          transfer)
+                                          fewshot, transfer)
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -16,6 +16,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         "afn": afn.create_pipeline(),
         "evaluate_external": evaluate_external.create_pipeline(),
         "transfer": transfer.create_pipeline(),
+        "fewshot": fewshot.create_pipeline(),
         "amortize": amortize.create_pipeline(),
         "amortize_own": amortize.create_own_pipeline(),
     }

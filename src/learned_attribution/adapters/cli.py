@@ -121,11 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "the classifier's positions)")
     explain.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
     explain.set_defaults(run=explain_command)
-    fit = commands.add_parser("fit", help="train a student of an expensive attribution method for a classifier",
+    fit = commands.add_parser("fit", help="train a student of an expensive attribution method for a classifier, "
+                                          "or refit a fold's ExpNet+ on your own rationales (--rationales)",
                               description="Amortization (docs/amortize.md): the teacher explains your unlabeled texts, "
-                                          "a one-pass student learns to reproduce it; no rationales needed.")
-    fit.add_argument("--classifier", required=True, help="a save_pretrained classifier folder (or a task name)")
-    fit.add_argument("--input", required=True, help="unlabeled texts: .txt (one a line), .jsonl or .csv")
+                                          "a one-pass student learns to reproduce it; no rationales needed. With "
+                                          "--rationales and --fold (docs/fewshot.md): the fold's ExpNet+ refit on "
+                                          "your annotated examples, the cross-task fit as its prior.")
+    fit.add_argument("--classifier", help="a save_pretrained classifier folder (or a task name); with --rationales "
+                                          "default: the fold's held-out task's")
+    fit.add_argument("--input", help="unlabeled texts: .txt (one a line), .jsonl or .csv (a student)")
+    fit.add_argument("--rationales", help="annotated examples in evaluate_external's format (.jsonl: text or words, "
+                                          "rationale, label): refit --fold's ExpNet+ on them")
+    fit.add_argument("--fold", help=f"with --rationales: the trained fold ({', '.join(FOLDS)}) or a fold folder")
+    fit.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="with --rationales: where trained folds "
+                                                                         "are (default: data/06_models)")
     fit.add_argument("--text-column", default="text", help="text column of a .csv input (default: text)")
     fit.add_argument("--teacher", default="kernel_shap", choices=sorted(TEACHER_BUDGETS),
                      help="the method the student learns (default: kernel_shap)")
@@ -174,8 +183,12 @@ def fit_command(args: argparse.Namespace) -> int:
 
     output = Path(args.output)
     if output.exists() and not (output / CARD).is_file():
-        raise InputError(f"--output {output}: exists and is not a student folder; choose a new folder")
+        raise InputError(f"--output {output}: exists and is not a folder fit wrote; choose a new folder")
     check_output("--output", str(output / CARD) if output.is_dir() else str(output))
+    if args.rationales or args.fold:
+        return fit_rationales_command(args, output)
+    if not args.classifier or not args.input:
+        raise InputError("fit needs --classifier and --input (a student), or --rationales and --fold (a refit)")
     texts, ids = read_inputs(args.input, args.text_column)
     classifier = bundles.task_classifier(args.classifier)
     architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
@@ -201,6 +214,26 @@ def fit_command(args: argparse.Namespace) -> int:
     if args.tracking_uri:
         logged = log_student(args, output, bundle, settings)
         print(f"logged MLflow run {logged} ({args.tracking_uri}, experiment {args.experiment})", file=sys.stderr)
+    return 0
+
+
+def fit_rationales_command(args: argparse.Namespace, output: Path) -> int:
+    from learned_attribution.services import bundle as bundles
+    from learned_attribution.services.explain import fit_rationales
+    from learned_attribution.services.evaluation.fewshot import run_test_ids
+
+    if not args.rationales or not args.fold:
+        raise InputError("fit --rationales needs --fold (the fold whose ExpNet+ is refit), and --fold needs "
+                         "--rationales")
+    if args.input:
+        raise InputError("--input is a student's unlabeled texts: with --rationales, leave it out")
+    # The fold's own held-out test examples, where this project's run wrote them: never fitted on.
+    card = bundles.read_card(bundles.fold_folder(args.fold, args.models_dir))
+    test_ids = run_test_ids(Path(args.models_dir), card["held_out_task"]) if card.get("held_out_task") else []
+    explainer = fit_rationales(args.fold, args.rationales, output, classifier=args.classifier,
+                               models_dir=args.models_dir, test_ids=test_ids, device=args.device)
+    print(f"wrote {output} (the fold's folder, ExpNet+ refit on {explainer.card['fewshot']['n_examples']} "
+          f"annotated examples); explain with: learned-attribution explain --fold {output} TEXT", file=sys.stderr)
     return 0
 
 

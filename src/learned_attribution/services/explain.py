@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
@@ -43,10 +43,13 @@ from learned_attribution.core.models import artifacts
 from learned_attribution.core.models.architectures import architecture
 from learned_attribution.core.models.loading import TrainedClassifier, max_positions
 from learned_attribution.core.models.runner import iter_batches, predict_proba, resolve_device
-from learned_attribution.core.models.signals import token_vocabulary
+from learned_attribution.core.models.signals import signal_rows, token_vocabulary
 
 from . import bundle as bundles
 from .explanation import UNKNOWN_SHARE_THRESHOLD, WORD_SPLITS, Explanation, own_rule, word_scores
+
+if TYPE_CHECKING:
+    from learned_attribution.core.models.learned.fewshot import FewShotSettings
 
 logger = logging.getLogger(__name__)
 
@@ -328,3 +331,45 @@ def fit(classifier: str | Path | TrainedClassifier, texts: Sequence[str | Sequen
                       device=resolve_device(device))
     bundles.write_bundle(student_bundle(result, chosen, classifier, f"Student of {teacher}"), output)
     return StudentExplainer.from_folder(output, classifier, device=device)
+
+
+def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path, *,
+                   classifier: str | Path | TrainedClassifier | None = None,
+                   models_dir: str | Path = bundles.DEFAULT_MODELS_DIR, test_ids: Sequence[str] = (),
+                   settings: "FewShotSettings | None" = None, max_length: int | None = None, batch_size: int = 16,
+                   device: str = "auto") -> FoldExplainer:
+    """A fold's ExpNet+ refit on your own annotated examples (`rationales`: a rationale file in evaluate_external's
+    format, docs/external_rationales.md) with the cross-task fit as its prior (`core.models.learned.fewshot`), for
+    `classifier` (default: the fold's own, as `FoldExplainer.from_fold`); the fold's folder with the refit ExpNet+
+    is written to `output` and returned as a `FoldExplainer`. The classifier explains the class it predicts, as
+    every method here does. Examples whose id is in `test_ids` (a test set you will score on) are refused by id."""
+    from learned_attribution.core.data.rationales import read_rationale_file, no_rationale_words
+    from learned_attribution.core.models.learned.fewshot import FewShotSettings, fine_tune
+
+    prior = FoldExplainer.from_fold(fold, classifier, models_dir=models_dir, device=device, max_length=max_length)
+    if "expnet_plus" in prior.incompatible:
+        raise artifacts.IncompatibleClassifierError(prior.incompatible["expnet_plus"])
+    model, tokenizer = prior.classifier.model, prior.classifier.tokenizer
+    examples = read_rationale_file(rationales, n_classes=int(model.config.num_labels))
+    leaked = sorted(set(examples["example_id"].astype(str)) & {str(i) for i in test_ids})
+    if leaked:
+        raise InputError(f"{rationales}: {len(leaked)} example(s) are test examples, e.g. {leaked[:3]}: an explainer "
+                         "fitted on them cannot be scored on them; leave them out of the file")
+    examples = examples[~no_rationale_words(examples)]
+    projected = project_to_subwords(examples, tokenizer, prior.max_length)
+    projected = projected[projected["token_labels"].map(lambda labels: bool((np.asarray(labels) == 1).any()))]
+    if projected.empty:
+        raise InputError(f"{rationales}: no example keeps a rationale token within max_length={prior.max_length} "
+                         "subwords: nothing to fit on")
+    logger.info("%s: fitting on %d annotated examples", rationales, len(projected))
+    projected = projected.assign(predicted=predict_proba(model, list(projected["input_ids"]), batch_size,
+                                                         tokenizer.pad_token_id).argmax(1))
+    learned = prior.learned["expnet_plus"]
+    rows = pd.concat(signal_rows(model, tokenizer, projected, learned.variant.feature_sets, prior.layer, batch_size),
+                     ignore_index=True)
+    tuned = fine_tune(learned, rows, settings or FewShotSettings())
+    bundle = bundles.read_bundle(prior.folder)
+    card = {**bundle.card, "fewshot": {"rationales": str(rationales), "n_examples": len(projected),
+                                       "prior": str(prior.folder)}}
+    bundles.write_bundle(bundles.Bundle(card, {**bundle.learned, "expnet_plus": tuned}, bundle.shape_free), output)
+    return FoldExplainer.from_fold(output, prior.classifier, device=device, max_length=max_length)

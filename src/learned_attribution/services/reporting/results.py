@@ -6,10 +6,10 @@
 Every number comes from a file the pipeline or a benchmark wrote under the reports folder
 (`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
 `crosstask/explain_cost_<task>.csv`, `crosstask/expnet_plus_selection_<task>.csv`, `node_timings/crosstask.csv`,
-`afn_report.md`, `benchmarks/*.csv`); a report that is missing leaves its section out and the document says which.
-Nothing is typed in by hand, so the document is right for the machine and run it was generated from and is simply
-regenerated on another. Marked blocks (`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and
-benchmarks/README.md are rewritten in place with the same tables.
+`afn_report.md`, `fewshot.md`, `fewshot_summary.csv`, `benchmarks/*.csv`); a report that is missing leaves its
+section out and the document says which. Nothing is typed in by hand, so the document is right for the machine and
+run it was generated from and is simply regenerated on another. Marked blocks (`<!-- results:NAME -->` ...
+`<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in place with the same tables.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from .afn import afn_comparison_table
 from .amortize import STUDENT_TABLES, students_table
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
                         paper_comparison_table, shape_free_table, transfer_table)
+from .fewshot import fewshot_headline
 from .selection import track_record_section
 from .tables import markdown_table, table_lines
 
@@ -138,6 +139,8 @@ class Reports:
     students: dict[str, dict[str, pd.DataFrame]]
     missing: list[str]
     selections: dict[str, pd.DataFrame] | None = None  # each fold's ExpNet+ selection table
+    fewshot: str | None = None  # fewshot.md and its summary: only a `fewshot` run writes them
+    fewshot_summary: pd.DataFrame | None = None
 
     @classmethod
     def read(cls, folder: str | Path) -> "Reports":
@@ -173,7 +176,9 @@ class Reports:
                    transfer=_read(folder / "transfer.md", text, []),
                    transfer_metrics=_read(folder / "transfer_metrics.csv", csv, []),
                    afn_headline=_read(folder / "afn" / "headline.json", lambda p: json.loads(p.read_text()), []),
-                   students=students, missing=missing, selections=selections)
+                   students=students, missing=missing, selections=selections,
+                   fewshot=_read(folder / "fewshot.md", text, []),
+                   fewshot_summary=_read(folder / "fewshot_summary.csv", csv, []))
 
 
 def _demote(markdown: str, levels: int = 2) -> str:
@@ -249,6 +254,10 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
              paper_comparison_table(reports.metrics), "",
              "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",
              by_prediction_table(reports.metrics), ""]
+    if reports.fewshot is not None:
+        lines += ["## Few-shot in-task (`fewshot.md`, `fewshot_summary.csv`: `kedro run --pipeline fewshot`)", "",
+                  "Chart: [few-shot curves](images/fewshot.png)", "",
+                  _demote(reports.fewshot.strip().split("\n", 1)[1].strip(), 1), ""]
     if reports.students:
         lines += ["## Amortized students (`amortize/<task>_*.csv`: `kedro run --pipeline amortize`)", "",
                   "Per task classifier, a one-pass student trained on its teacher's attributions of the task's "
@@ -295,6 +304,8 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
     blocks = {"headline": headline_table(reports.metrics, reports.ablation)}
     if reports.students:
         blocks["students"] = students_table(reports.students)
+    if reports.fewshot_summary is not None:
+        blocks["fewshot"] = fewshot_headline(reports.fewshot_summary)
     if base is not None:
         parts = []
         if reports.classifier_metrics is not None and base.classifier_metrics is not None:
@@ -340,6 +351,7 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
         charts = [(reports.folder / "crosstask" / f"cost_{task}.png", f"cost_{task}.png") for task in TASKS]
         charts += [(path, f"afn_{path.name}") for path in sorted((reports.folder / "afn").glob("*.png"))]
         charts += [(path, f"amortize_{path.name}") for path in sorted((reports.folder / "amortize").glob("cost_*.png"))]
+        charts += [(reports.folder / "fewshot.png", "fewshot.png")]
         if base is not None:
             charts += [(path, f"base_afn_{path.name}") for path in sorted((base.folder / "afn").glob("*.png"))]
         for chart, name in charts:

@@ -1,0 +1,88 @@
+"""Few-shot in-task fitting: a trained learned explainer (a fold's cross-task ExpNet+) refit on a few annotated
+examples of its own classifier, with the cross-task fit as its prior.
+
+The network starts from the trained weights and takes a fixed number of Adam steps on the variant's own objective
+over the k examples, plus an L2 pull of every weight towards where it started (L2-SP, Li et al. 2018), so that a
+handful of examples moves the explainer only as far as they can say. No validation split: a user with k examples
+has none to spare, so the schedule is fixed (`FewShotSettings`). The input pipeline (columns, statistics) is kept:
+the statistics of a per-task variant are the target classifier's already. k = 0 is the prior itself."""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .losses import objective
+from .recipe import TrainingSettings
+from .training import LearnedModel, group_examples
+
+
+@dataclass(frozen=True)
+class FewShotSettings:
+    """The fixed schedule of a few-shot refit: `steps` Adam steps of `batch_size` examples (drawn with
+    replacement from the k), the step size (None: the variant's own, else 1e-3; the default is the convex stacks'
+    step), the weight of the L2 pull towards
+    the prior's weights (a sum over every weight) and the seed of the batches. The focal loss's alpha and gamma and
+    the gates' L1 pull are the paper's / the folds' settings."""
+
+    steps: int = 100
+    batch_size: int = 16
+    learning_rate: float | None = 1e-2
+    prior_weight: float = 1.0
+    seed: int = 0
+    alpha: float = 0.25
+    gamma: float = 2.0
+    gate_l1: float = 0.01
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"few-shot setting {name}={value!r} must be a positive integer")
+        if self.prior_weight < 0:
+            raise ValueError(f"few-shot setting prior_weight={self.prior_weight!r} must be at least 0")
+
+
+def fine_tune(model: LearnedModel, rows: pd.DataFrame, settings: FewShotSettings = FewShotSettings()) -> LearnedModel:
+    """`model` refit on the labelled signal rows `rows` of its own target classifier (columns `model.columns`,
+    `example_id`, `token_label`; one or more examples, rows contiguous per example): a new `LearnedModel` with the
+    same inputs and threshold, its networks moved by `settings`; `model` itself is not changed. Examples without a
+    rationale token and a non-rationale one give no ranking pair and teach nothing; an empty `rows` is the prior."""
+    missing = [c for c in (*model.columns, "example_id", "token_label") if c not in rows.columns]
+    if missing:
+        raise ValueError(f"few-shot rows lack columns {missing}: pass the target classifier's signal rows")
+    net = copy.deepcopy(model.net)
+    n_examples = int(rows["example_id"].nunique()) if len(rows) else 0
+    tuned = replace(model, net=net, history=[], context={**model.context, "fewshot_examples": n_examples})
+    if n_examples == 0 or not model.variant.anchor_weight:
+        return tuned
+    rows = rows.reset_index(drop=True)
+    example_ids = rows["example_id"].to_numpy()
+    inputs, offsets = model.inputs.transform(rows[model.columns].to_numpy(np.float32), example_ids)
+    examples = group_examples(inputs, rows["token_label"].to_numpy(np.float32), example_ids,
+                              np.zeros(len(rows), dtype=object), offsets)
+    loss_settings = TrainingSettings(hidden=0, alpha=settings.alpha, gamma=settings.gamma,
+                                     learning_rate=0.0, batch_size=settings.batch_size, batch_unit="examples",
+                                     max_epochs=0, patience=0, gate_l1=settings.gate_l1, pseudo_weight=0.0,
+                                     seeds=1, seed=settings.seed)
+    prior = [p.detach().clone() for p in net.parameters()]
+    learning_rate = settings.learning_rate or model.variant.learning_rate or 1e-3
+    optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate)
+    rng = np.random.default_rng(settings.seed)
+    weights = torch.ones(len(examples))
+    net.train()
+    for step in range(1, settings.steps + 1):
+        index = rng.integers(0, len(examples), size=min(settings.batch_size, len(examples)))
+        x, y, mask, batch_offsets = examples.padded(index)
+        fit = objective(net, x, y, mask, batch_offsets, weights[index], model.variant, loss_settings)
+        pull = sum(((p - p0) ** 2).sum() for p, p0 in zip(net.parameters(), prior))
+        loss = fit + settings.prior_weight * pull
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        tuned.history.append({"step": step, "loss": float(fit.detach()), "prior_pull": float(pull.detach())})
+    net.eval()
+    return tuned

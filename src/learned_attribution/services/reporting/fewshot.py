@@ -1,0 +1,104 @@
+"""The few-shot report: every fold's curve (CSV), a Markdown page with one table per fold and a chart of AUROC and
+matched F1 against the number of annotated examples, the best baseline's interval as a band."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ..evaluation.fewshot import curve_summary  # noqa: E402
+from .tables import markdown_table, table_lines  # noqa: E402
+
+
+def _cell(row: pd.Series, metric: str) -> str:
+    return (f"{row[metric]:.3f} [{row[f'{metric}_low']:.3f}, {row[f'{metric}_high']:.3f}] "
+            f"(draws {row[f'{metric}_draw_min']:.3f}-{row[f'{metric}_draw_max']:.3f})")
+
+
+def fewshot_page(summary: pd.DataFrame) -> str:
+    """One table per fold: per k the draws' mean AUROC and matched F1 with their mean bootstrap interval and the
+    range over draws, the mispredicted examples' AUROC beside saliency's, the best baseline, and in how many draws
+    the refit is above the best baseline with the intervals apart; then the smallest k where every draw is."""
+    lines = ["# Few-shot in-task", "",
+             "Each fold's ExpNet+ (trained cross-task: the prior) refit on k annotated examples of the held-out task "
+             "(drawn, seeded, from its rationale train and validation examples; never its test examples), scored on "
+             "the fold's held-out rationale test set with the matched top-k budget. A cell is the draws' mean, its "
+             "bootstrap 95% interval (averaged over the draws) and the lowest and highest draw; k = 0 is the fold's "
+             "cross-task explainer. `apart`: draws whose interval lies above the best baseline's.", ""]
+    for fold, rows in summary.groupby("fold", sort=False):
+        first = rows.iloc[0]
+        shown = pd.DataFrame({
+            "k": rows["k"], "draws": rows["draws"], "AUROC": rows.apply(_cell, axis=1, metric="auroc"),
+            "AUROC apart": rows["auroc_draws_apart"].astype(str) + "/" + rows["draws"].astype(str),
+            "F1 matched": rows.apply(_cell, axis=1, metric="f1_matched"),
+            "F1 apart": rows["f1_matched_draws_apart"].astype(str) + "/" + rows["draws"].astype(str),
+            "AUROC, mispredicted": rows["auroc_incorrect"],
+            "saliency, mispredicted": rows["saliency_auroc_incorrect"]})
+        winning = rows[(rows["auroc_draws_apart"] == rows["draws"]) & (rows["f1_matched_draws_apart"] == rows["draws"])]
+        verdict = (f"Every draw above {first['best_baseline']} on both AUROC and matched F1 with intervals apart "
+                   f"from k = {int(winning['k'].min())}." if len(winning) else
+                   f"At no k is every draw above {first['best_baseline']} on both AUROC and matched F1 with intervals "
+                   "apart.")
+        lines += [f"## {fold}", "",
+                  f"Best baseline: {first['best_baseline']}, AUROC {first['baseline_auroc']:.3f} "
+                  f"[{first['baseline_auroc_low']:.3f}, {first['baseline_auroc_high']:.3f}], matched F1 "
+                  f"{first['baseline_f1_matched']:.3f} [{first['baseline_f1_matched_low']:.3f}, "
+                  f"{first['baseline_f1_matched_high']:.3f}]. {verdict}", "", markdown_table(shown), ""]
+    return "\n".join(lines)
+
+
+def fewshot_headline(summary: pd.DataFrame) -> str:
+    """README's table: per fold the best baseline's AUROC and matched F1, then per k the draws' mean AUROC / F1
+    with how many draws are above the best baseline with intervals apart on both."""
+    ks = sorted(summary["k"].unique())
+    rows = []
+    for fold, group in summary.groupby("fold", sort=False):
+        first, by_k = group.iloc[0], group.set_index("k")
+        cells = [f"{fold} ({first['best_baseline']} {first['baseline_auroc']:.3f} / "
+                 f"{first['baseline_f1_matched']:.3f})"]
+        for k in ks:
+            if k not in by_k.index:
+                cells.append("")
+                continue
+            row = by_k.loc[k]
+            apart = int(min(row["auroc_draws_apart"], row["f1_matched_draws_apart"]))
+            cells.append(f"{row['auroc']:.3f} / {row['f1_matched']:.3f} ({apart}/{int(row['draws'])})")
+        rows.append(cells)
+    columns = ["held-out task (best baseline AUROC / F1)", *(f"k = {k}" for k in ks)]
+    return table_lines(columns, rows)
+
+
+def fewshot_chart(summary: pd.DataFrame) -> plt.Figure:
+    """AUROC and matched F1 against k (symlog axis, k = 0 at the left) per fold: the draws' mean with the mean
+    interval as error bars, the best baseline's value and interval as a line and band."""
+    folds = list(dict.fromkeys(summary["fold"]))
+    figure, axes = plt.subplots(2, len(folds), figsize=(4.2 * len(folds), 6.5), squeeze=False)
+    for column, fold in enumerate(folds):
+        rows = summary[summary["fold"] == fold].sort_values("k")
+        for row_index, (metric, label) in enumerate((("auroc", "AUROC"), ("f1_matched", "matched F1"))):
+            axis = axes[row_index][column]
+            values = rows[metric].to_numpy()
+            errors = [values - rows[f"{metric}_low"].to_numpy(), rows[f"{metric}_high"].to_numpy() - values]
+            axis.errorbar(rows["k"], values, yerr=errors, marker="o", color="tab:red", capsize=3,
+                          label="ExpNet+ refit on k")
+            first = rows.iloc[0]
+            axis.axhline(first[f"baseline_{metric}"], color="tab:blue",
+                         label=f"{first['best_baseline']} (best baseline)")
+            axis.axhspan(first[f"baseline_{metric}_low"], first[f"baseline_{metric}_high"], color="tab:blue",
+                         alpha=0.15)
+            axis.set_xscale("symlog", linthresh=8)
+            axis.set_xlabel("annotated examples of the held-out task (k)")
+            axis.set_ylabel(f"{label}, 95% CI")
+            axis.set_title(fold)
+            axis.legend(fontsize=7, loc="lower right")
+    figure.tight_layout()
+    return figure
+
+
+def fewshot_report(*curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, str, plt.Figure]:
+    """Every fold's curve rows (CSV), the summary per fold and k (CSV), the page and the chart."""
+    table = pd.concat(curves, ignore_index=True)
+    summary = curve_summary(table)
+    return table, summary, fewshot_page(summary), fewshot_chart(summary)
