@@ -111,8 +111,8 @@ def curve(model: LearnedModel, signals: pd.DataFrame, predictions: pd.DataFrame,
                          "n_train_examples": len(ids), **scores})
         logger.info("%s: few-shot k=%d: AUROC %s", fold, k,
                     np.round([r["auroc"] for r in rows if r["k"] == k], 4).tolist())
-    best = matched_baselines(fold_metrics).sort_values("auroc", ascending=False).head(1)
     matched = matched_baselines(fold_metrics)
+    best = matched.sort_values("auroc", ascending=False).head(1)
     references = [(best, "best baseline")] + [(matched[matched["method"] == m], m) for m in REFERENCE_METHODS]
     for frame, role in references:
         for _, reference in frame.iterrows():
