@@ -75,7 +75,7 @@ def test_the_document_names_its_sources_and_what_is_missing(reports):
     assert "| heldout_sst2 | mean_validation | -1.00 | stack_self_training | 0.800 | cheap | 0.820 | 0.020 |" \
         in document
     assert "| heldout_sst2 | worst_direction | +1.00 | cheap | 0.820 | cheap | 0.820 | 0.000 |" in document
-    assert "Not in this run's reports (sections left out): afn_report.md, attribution_throughput.csv, " \
+    assert "Not in this run's reports (sections left out, or kept from an earlier run below): afn_report.md, attribution_throughput.csv, " \
            "classifier_metrics.csv, explain_cost_cola.csv, explain_cost_hatexplain.csv, expnet_plus_ablation.md, " \
            "expnet_plus_selection_cola.csv, expnet_plus_selection_hatexplain.csv, serving_load.csv." in document
 
@@ -96,6 +96,21 @@ def test_marked_blocks_are_rewritten_in_place_and_the_rest_is_kept(reports, tmp_
     assert write_results(reports, None, [readme]) == [readme] and readme.read_text() == text  # idempotent
 
 
+def test_a_rewrite_keeps_the_sections_this_run_has_no_report_for_and_marks_them(reports, tmp_path):
+    output = tmp_path / "results.md"
+    output.write_text("# Results\n\nold intro\n\n## Cross-task headline (`crosstask_metrics.csv`, "
+                      "`expnet_plus_ablation.csv`)\n\nold headline\n\n## AFN (`afn_report.md`)\n\nold afn table\n\n"
+                      "## Base size: all-mpnet-base-v2 (kept from an earlier run)\n\nold base table\n")
+    write_results(reports, output, [])
+    document = output.read_text()
+    assert "old intro" not in document and "old headline" not in document  # this run's own sections replace them
+    assert document.count("## Cross-task headline") == 1
+    assert "\n## AFN (`afn_report.md`) (kept from an earlier run)\n\nold afn table\n" in document
+    assert document.endswith("## Base size: all-mpnet-base-v2 (kept from an earlier run)\n\nold base table\n")
+    write_results(reports, output, [])
+    assert output.read_text() == document  # a second rewrite keeps them once, marked once
+
+
 def test_bad_inputs_name_the_file(reports, tmp_path):
     with pytest.raises(ResultsError, match="has no <!-- results:NAME -->"):
         fill_marked_blocks("no markers here", {}, "README.md")
@@ -106,13 +121,13 @@ def test_bad_inputs_name_the_file(reports, tmp_path):
 def test_readme_is_a_front_door_that_quotes_no_number_by_hand():
     """README: a few screens, the set-up commands that .ci/run runs, and no result typed in by hand (a decimal
     number outside the generated blocks would be one). The base-size block (classifiers, cross-task table,
-    transfer, AFN) adds about 35 generated lines to the default run's, the students' block 5."""
+    transfer, AFN) adds about 35 generated lines to the default run's, the students' and the few-shot blocks 5 each."""
     import re
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     readme = (root / "README.md").read_text()
-    assert len(readme.splitlines()) <= 180
+    assert len(readme.splitlines()) <= 188
     assert "python3 -m venv .venv && .venv/bin/pip install -e ." in readme and "kedro run --pipeline crosstask" in readme
     assert "python3 -m venv .venv && .venv/bin/pip install -e ." in (root / ".ci" / "run").read_text()
     outside = re.sub(r"<!-- results:(\w+) -->.*?<!-- /results:\1 -->", "", readme, flags=re.DOTALL)

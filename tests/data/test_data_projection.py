@@ -10,7 +10,7 @@ import logging
 import pandas as pd
 import pytest
 
-from learned_attribution.core.models.projection import IGNORE, project_to_subwords
+from learned_attribution.core.models.projection import IGNORE, has_rationale_token, project_to_subwords
 
 CLS, SEP = 101, 102
 THE, CAT, GOOD = 1996, 4937, 2204
@@ -59,6 +59,14 @@ def test_truncation_inside_a_word_keeps_labels_aligned_and_is_flagged(packaged_t
     assert row["token_labels"] == [IGNORE, 0, 1, 1, 1, IGNORE]
     assert projected["truncated"].tolist() == [True, False]
     assert "1 of 2 examples truncated to max_length=6" in caplog.text
+
+
+def test_an_example_has_a_rationale_token_only_where_one_survives_truncation(packaged_tokenizer, tmp_path):
+    # "cat" is the 4th word: cut off at max_length=6; the second keeps its rationale, the third has none, the
+    # fourth no rationale at all
+    rows = [(WORDS, [0, 0, 0, 1]), (WORDS, [0, 1, 0, 0]), (WORDS, [0, 0, 0, 0]), (WORDS, None)]
+    projected = project_to_subwords(_examples(rows, tmp_path), packaged_tokenizer, max_length=6)
+    assert has_rationale_token(projected).tolist() == [False, True, False, False]
 
 
 @pytest.mark.parametrize(("max_length", "truncated"), [(10, False), (9, True)])

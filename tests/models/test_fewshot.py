@@ -1,35 +1,36 @@
 """Few-shot in-task refits (core/models/learned/fewshot.py) and their curve (services/evaluation/fewshot.py): the
 prior is kept at k = 0 and never changed, one step is one Adam step, a strong pull keeps the prior, a few in-task
-examples teach what the training tasks could not, the test examples are never drawn, and the summary counts the
-draws whose interval is apart from the best baseline's."""
+examples teach what the training tasks could not, the schedule chosen on the training tasks is the one that learns
+there, the test examples are never drawn, and the summary counts the draws whose interval is apart from the best
+baseline's."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from learned_attribution.core.models.learned import Variant, fit_variant, validation_auroc
 from learned_attribution.core.models.learned.fewshot import FewShotSettings, fine_tune
-from learned_attribution.services.evaluation.fewshot import (annotated_pool, curve_summary, draw,
-                                                             fewshot_settings)
+from learned_attribution.core.models.signals import FEATURE_SETS, columns_for
+from learned_attribution.services.evaluation.fewshot import (FOLD_PRIOR, Refit, annotated_pool, choose_refits,
+                                                             curve_summary, draw, fewshot_settings, fit_priors,
+                                                             schedule_summary)
+
+import synthetic_signals  # tests/models/synthetic_signals.py
 
 COLUMNS = [f"signal_{i}" for i in range(5)]
+SIGNAL_COLUMNS = columns_for(FEATURE_SETS, n_heads=2, n_layers=2)
 
 
-def synthetic_task(task: str, n_examples: int, seed: int, informative: int, shift: float = 0.0) -> pd.DataFrame:
-    """Token rows of `n_examples` examples: column `informative` carries the label (plus noise)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for e in range(n_examples):
-        n = int(rng.integers(4, 10))
-        labels = np.zeros(n, dtype=int)
-        labels[rng.choice(n, size=max(1, n // 3), replace=False)] = 1
-        values = rng.normal(size=(n, len(COLUMNS))) + shift
-        values[:, informative] += 1.5 * labels
-        rows += [{"example_id": f"{task}-{e}", "task": task, "token_label": labels[j], **dict(zip(COLUMNS, values[j]))}
-                 for j in range(n)]
-    return pd.DataFrame(rows)
+def synthetic_task(task: str, n_examples: int, seed: int, informative: int) -> pd.DataFrame:
+    return synthetic_signals.synthetic_task(task, n_examples, seed, COLUMNS, informative=informative, shift=0.0)
+
 
 VARIANT = Variant("x", objective="pairwise")
+CATALOGUE = {"net": {"objective": "pairwise", "feature_sets": ["saliency"]},
+             "blind_stack": {"objective": "pairwise", "network": "simplex", "feature_sets": ["position"]}}
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +59,12 @@ def test_no_examples_is_the_prior_and_the_prior_is_never_changed(prior):
 
 
 def test_one_step_is_one_adam_step(prior):
-    # Adam's first step moves every parameter by the step size against the sign of its gradient (m / sqrt(v) =
-    # g / |g|), whatever the gradient's size; with no pull only the pairwise loss's gradient counts. The output
-    # biases (b2) are left out: a pairwise loss cannot see a shift, so their gradient is 0 up to rounding.
+    # Adam's first step moves every parameter by the step size (10 x the folds' default 1e-3) against the sign of
+    # its gradient (m / sqrt(v) = g / |g|), whatever the gradient's size; with no pull only the pairwise loss's
+    # gradient counts. The output biases (b2) are left out: a pairwise loss cannot see a shift, so their gradient is
+    # 0 up to rounding.
     examples = target(6, 4)
-    tuned = fine_tune(prior, examples, FewShotSettings(steps=1, batch_size=64, learning_rate=0.01, prior_weight=0.0))
+    tuned = fine_tune(prior, examples, FewShotSettings(steps=1, batch_size=64, step_scale=10.0, prior_weight=0.0))
     before = dict(prior.net.named_parameters())
     changed = torch.cat([(value - before[name]).detach().flatten() for name, value in tuned.net.named_parameters()
                          if name != "b2"])
@@ -77,8 +79,8 @@ def test_a_strong_pull_keeps_the_prior_and_a_weak_one_learns_the_target(prior):
     shots = target(32, 5)
     start = validation_auroc(prior, test)
     assert start < 0.65  # the training task's signal says little here
-    held = fine_tune(prior, shots, FewShotSettings(steps=100, learning_rate=1e-2, prior_weight=1e4))
-    learned = fine_tune(prior, shots, FewShotSettings(steps=100, learning_rate=1e-2, prior_weight=0.01))
+    held = fine_tune(prior, shots, FewShotSettings(steps=100, step_scale=10.0, prior_weight=1e4))
+    learned = fine_tune(prior, shots, FewShotSettings(steps=100, step_scale=10.0, prior_weight=0.01))
     assert abs(validation_auroc(held, test) - start) < 0.02
     assert validation_auroc(learned, test) > 0.8
     assert learned.calibrated_threshold == prior.calibrated_threshold and learned.columns == prior.columns
@@ -89,18 +91,93 @@ def test_settings_refuse_what_they_cannot_do(prior):
         FewShotSettings(steps=0)
     with pytest.raises(ValueError, match="prior_weight"):
         FewShotSettings(prior_weight=-1)
+    with pytest.raises(ValueError, match="step_scale"):
+        FewShotSettings(step_scale=0)
     with pytest.raises(ValueError, match="lack columns"):
         fine_tune(prior, target(4, 1).drop(columns="token_label"))
-    good = {"ks": [0, 8], "repeats": 2, "pool_roles": ["rationale_train"],
-            "fit": {"steps": 10, "batch_size": 4, "learning_rate": None, "prior_weight": 1.0}}
-    parsed = fewshot_settings(good, seed=3)
-    assert parsed.ks == (0, 8) and parsed.fit.seed == 3 and parsed.fit.steps == 10
+    schedule = {"steps": 10, "batch_size": 4, "step_scale": 1.0, "prior_weight": 1.0}
+    good = {"ks": [0, 8], "repeats": 2, "pool_roles": ["rationale_train"], "priors": ["net"],
+            "schedules": [schedule], "choice_repeats": 1}
+    parsed = fewshot_settings(good, seed=3, catalogue=CATALOGUE)
+    assert parsed.ks == (0, 8) and parsed.schedules[0].seed == 3 and parsed.schedules[0].steps == 10
+    assert parsed.choice_repeats == 1
+    assert parsed.priors == (Variant("net", objective="pairwise", feature_sets=("saliency",)),)
+    with pytest.raises(ValueError, match=r"fewshot.priors names unknown variants \['nope'\]"):
+        fewshot_settings({**good, "priors": ["nope"]}, seed=0, catalogue=CATALOGUE)
     with pytest.raises(ValueError, match="fewshot.ks"):
-        fewshot_settings({**good, "ks": [8, -1]}, seed=0)
-    with pytest.raises(ValueError, match="fewshot.fit.steps"):
-        fewshot_settings({**good, "fit": {**good["fit"], "steps": 0}}, seed=0)
+        fewshot_settings({**good, "ks": [8, -1]}, seed=0, catalogue=CATALOGUE)
+    with pytest.raises(ValueError, match=r"fewshot.schedules\[1\].steps"):
+        fewshot_settings({**good, "schedules": [schedule, {**schedule, "steps": 0}]}, seed=0, catalogue=CATALOGUE)
+    with pytest.raises(ValueError, match=r"fewshot.schedules\[0\]: few-shot setting prior_weight"):
+        fewshot_settings({**good, "schedules": [{**schedule, "prior_weight": -1}]}, seed=0, catalogue=CATALOGUE)
+    with pytest.raises(ValueError, match="fewshot.schedules"):
+        fewshot_settings({**good, "schedules": []}, seed=0, catalogue=CATALOGUE)
+    with pytest.raises(ValueError, match="fewshot.choice_repeats"):
+        fewshot_settings({**good, "choice_repeats": 0}, seed=0, catalogue=CATALOGUE)
     with pytest.raises(ValueError, match="fewshot.repeat"):
-        fewshot_settings({**good, "repeat": 2}, seed=0)
+        fewshot_settings({**good, "repeat": 2}, seed=0, catalogue=CATALOGUE)
+
+
+def training_task(task: str, informative: int) -> pd.DataFrame:
+    """A training task's signal table with every signal column of a 2-head, 2-layer classifier besides COLUMNS
+    (noise): rationale_train and rationale_val examples, every one predicted right."""
+    rows = []
+    for role, seed in (("rationale_train", 1), ("rationale_val", 2)):
+        part = synthetic_signals.synthetic_task(task, 40, seed + informative, [*COLUMNS, *SIGNAL_COLUMNS],
+                                                informative=informative, shift=0.0)
+        part["example_id"] = part["example_id"] + role
+        rows.append(part.assign(role=role, correct=True))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_the_prior_and_schedule_are_chosen_per_k_on_the_training_tasks_known_in_advance(training_settings):
+    # Each training task's rationale is in its own column: a prior fitted on one misses the other's, so the
+    # schedule that lets the other's examples move it validates best on both directions; a stack of the position
+    # columns (noise here) cannot learn either, so the fold's own prior wins. At a k beyond the pool every example
+    # is drawn.
+    tasks = [training_task("a", informative=0), training_task("b", informative=2)]
+    strong = {"steps": 60, "batch_size": 16, "step_scale": 10.0, "prior_weight": 1e5}
+    settings = fewshot_settings({"ks": [0, 16, 1000], "repeats": 1, "pool_roles": ["rationale_train"],
+                                 "priors": ["blind_stack"],
+                                 "schedules": [strong, {**strong, "prior_weight": 0.01}], "choice_repeats": 2},
+                                seed=0, catalogue=CATALOGUE)
+    fit = training_settings(hidden=8, max_epochs=6, patience=3, batch_size=16, learning_rate=1e-2, seeds=1)
+    fold_model = fit_variant(VARIANT, tasks[0], tasks[0], columns=COLUMNS, rho=0.3, settings=fit)
+    chosen, table = choose_refits(fold_model, tasks, 0.3, settings, fit, fold="heldout_c")
+    assert {k: (r.prior, r.schedule) for k, r in chosen.items()} == {16: (FOLD_PRIOR, settings.schedules[1]),
+                                                                    1000: (FOLD_PRIOR, settings.schedules[1])}
+    assert set(table["direction"]) == {"b->a", "a->b"} and (table["fold"] == "heldout_c").all()
+    # per direction and prior: the prior itself, then 2 ks x 2 draws x 2 schedules
+    assert len(table) == 2 * 2 * (1 + 2 * 2 * 2) and set(table["variant"]) == {"x", "blind_stack"}
+    assert set(table.loc[table["k"] == 1000, "n_train_examples"]) == {40}
+    summary = schedule_summary(table).set_index(["k", "prior", "candidate"])
+    assert summary["chosen"].sum() == 2 and summary.at[(16, FOLD_PRIOR, 1), "chosen"]
+    assert (summary["refits"] == 4).all()
+    # the strong pull keeps each prior (its mean is the priors' mean); the weak one learns the other column
+    assert summary.at[(16, FOLD_PRIOR, 0), "val_auroc"] == pytest.approx(
+        summary.at[(16, FOLD_PRIOR, 0), "prior_val_auroc"], abs=0.02)
+    assert summary.at[(16, FOLD_PRIOR, 1), "val_auroc"] > summary.at[(16, FOLD_PRIOR, 0), "val_auroc"] + 0.1
+    assert summary.at[(16, "blind_stack", 1), "val_auroc"] < 0.6
+
+
+def test_only_the_chosen_priors_are_fitted_cross_task_for_the_held_out_classifier(training_settings):
+    tasks = [training_task("a", informative=0), training_task("b", informative=2)]
+    held_out = training_task("c", informative=1)
+    settings = fewshot_settings({"ks": [0, 8], "repeats": 1, "pool_roles": ["rationale_train"],
+                                 "priors": ["blind_stack"], "schedules": [{"steps": 5, "batch_size": 4,
+                                                                           "step_scale": 1.0, "prior_weight": 1}],
+                                 "choice_repeats": 1}, seed=0, catalogue=CATALOGUE)
+    fit = training_settings(hidden=8, max_epochs=3, patience=2, batch_size=16, learning_rate=1e-2, seeds=1)
+    fold_model = fit_variant(VARIANT, tasks[0], tasks[0], columns=COLUMNS, rho=0.3, settings=fit)
+    fold_model.threshold, fold_model.context = 0.4, {"fold": "heldout_c", "variant": "x"}
+    own = fit_priors(fold_model, {8: Refit(FOLD_PRIOR, settings.schedules[0])}, tasks, held_out, 0.3, settings, fit)
+    assert own == {FOLD_PRIOR: fold_model}
+    both = fit_priors(fold_model, {8: Refit("blind_stack", settings.schedules[0])}, tasks, held_out, 0.3, settings,
+                      fit)
+    stack = both["blind_stack"]
+    assert both[FOLD_PRIOR] is fold_model and stack.variant == settings.priors[0]
+    assert stack.columns == columns_for(["position"], 2, 2) and stack.threshold == 0.4
+    assert stack.context == {"fold": "heldout_c", "variant": "blind_stack"}
 
 
 def predictions(ids_by_role):
@@ -128,7 +205,8 @@ def test_the_pool_is_the_annotated_examples_and_never_the_test_set():
 
 def test_the_summary_counts_the_draws_apart_from_the_best_baseline():
     def row(role, k, auroc, f1, method="expnet_plus", repeat=0):
-        return {"fold": "heldout_x", "method": method, "role": role, "k": k, "repeat": repeat, "auroc": auroc,
+        return {"fold": "heldout_x", "method": method, "role": role, "k": k, "repeat": repeat,
+                "prior": "stack" if role == "few-shot" else None, "auroc": auroc,
                 "auroc_low": auroc - 0.02, "auroc_high": auroc + 0.02, "f1_matched": f1, "f1_matched_low": f1 - 0.02,
                 "f1_matched_high": f1 + 0.02, "auroc_incorrect": auroc - 0.1}
     curves = pd.DataFrame([row("few-shot", 0, 0.70, 0.40), row("few-shot", 8, 0.74, 0.45),
@@ -139,15 +217,14 @@ def test_the_summary_counts_the_draws_apart_from_the_best_baseline():
     assert summary.at[8, "auroc"] == pytest.approx(0.77) and summary.at[8, "auroc_draw_min"] == pytest.approx(0.74)
     # 0.74 - 0.02 = 0.72 is not above 0.74 (the baseline's high); 0.78 is
     assert summary.at[8, "auroc_draws_apart"] == 1 and summary.at[0, "auroc_draws_apart"] == 0
-    assert summary.at[8, "best_baseline"] == "gae"
+    assert summary.at[8, "best_baseline"] == "gae" and summary.at[8, "prior"] == "stack"
     assert summary.at[8, "saliency_auroc_incorrect"] == pytest.approx(0.61)
 
 
-def test_the_apis_defaults_are_the_pipelines_schedule():
-    import yaml
-    from pathlib import Path
-
-    declared = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf/base/parameters_fewshot.yml").read_text())
-    parsed = fewshot_settings(declared["fewshot"], seed=0)
-    assert parsed.fit == FewShotSettings()
+def test_the_apis_default_is_one_of_the_pipelines_schedules():
+    root = Path(__file__).resolve().parents[2]
+    declared = yaml.safe_load((root / "conf/base/parameters_fewshot.yml").read_text())
+    catalogue = yaml.safe_load((root / "conf/base/parameters_expnet_plus_variants.yml").read_text())
+    parsed = fewshot_settings(declared["fewshot"], seed=0, catalogue=catalogue["expnet_plus_variants"])
+    assert FewShotSettings() in parsed.schedules
     assert parsed.ks == (0, 8, 32, 128, 512) and parsed.pool_roles == ("rationale_train", "rationale_val")

@@ -24,6 +24,8 @@ from learned_attribution.core.models.learned.pseudo import pseudo_labels
 from learned_attribution.core.models.learned import TrainingSettings
 from learned_attribution.core.models.learned.training import group_examples
 
+import synthetic_signals  # tests/models/synthetic_signals.py
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # the columns both pseudo-rationale rules read are among them
 COLUMNS = ["cls_to_tok_h0", "cls_to_tok_h1", "tok_to_cls_h0", "tok_to_cls_h1", "axg_h0", "axg_h1", "layer_grad_norm",
@@ -429,23 +431,8 @@ def test_pseudo_labels_agreement_rule_gives_shares():
 # Training any variant
 # ----------------------------------------------------------------------------------------------------------------
 
-def synthetic_task(task: str, n_examples: int, seed: int, informative: int = 0, flip: bool = False,
-                   shift: float | None = None) -> pd.DataFrame:
-    """Token rows: column `informative` carries the label (plus noise); a task-specific offset and scale."""
-    shift = seed if shift is None else shift
-    rng = np.random.default_rng(seed)
-    rows = []
-    for e in range(n_examples):
-        n = int(rng.integers(4, 10))
-        labels = np.zeros(n, dtype=int)
-        labels[rng.choice(n, size=max(1, n // 3), replace=False)] = 1
-        values = rng.normal(size=(n, len(COLUMNS)))
-        values[:, informative] += 1.5 * (1 - labels if flip else labels)
-        values = values * (1 + shift % 3) + shift  # per-task scale and offset
-        for j in range(n):
-            rows.append({"example_id": f"{task}-{e}", "task": task, "position": j + 1, "token_label": labels[j],
-                         **dict(zip(COLUMNS, values[j]))})
-    return pd.DataFrame(rows)
+def synthetic_task(task: str, n_examples: int, seed: int, **kwargs) -> pd.DataFrame:
+    return synthetic_signals.synthetic_task(task, n_examples, seed, COLUMNS, **kwargs)
 
 
 def task_parts(task, seed):

@@ -25,6 +25,8 @@ Words and scores:
 """
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import threading
 from pathlib import Path
@@ -34,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from learned_attribution.core.models.projection import project_to_subwords
+from learned_attribution.core.models.projection import has_rationale_token, project_to_subwords
 from learned_attribution.core.data.words import tokenizer_words, whitespace_words
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.explainers import METHODS, AttributionMethod
@@ -60,7 +62,7 @@ class BundleExplainer:
     def __init__(self, folder: str | Path, classifier: TrainedClassifier, device: str = "auto",
                  max_length: int | None = None):
         self.folder = Path(folder)
-        bundle = bundles.read_bundle(self.folder)
+        self.bundle = bundle = bundles.read_bundle(self.folder)  # as read: `learned` below may swap in shape_free
         self.card = bundle.card
         self.learned = dict(bundle.learned)
         architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
@@ -357,7 +359,7 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
                          "fitted on them cannot be scored on them; leave them out of the file")
     examples = examples[~no_rationale_words(examples)]
     projected = project_to_subwords(examples, tokenizer, prior.max_length)
-    projected = projected[projected["token_labels"].map(lambda labels: bool((np.asarray(labels) == 1).any()))]
+    projected = projected[has_rationale_token(projected)]
     if projected.empty:
         raise InputError(f"{rationales}: no example keeps a rationale token within max_length={prior.max_length} "
                          "subwords: nothing to fit on")
@@ -367,9 +369,10 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
     learned = prior.learned["expnet_plus"]
     rows = pd.concat(signal_rows(model, tokenizer, projected, learned.variant.feature_sets, prior.layer, batch_size),
                      ignore_index=True)
-    tuned = fine_tune(learned, rows, settings or FewShotSettings())
-    bundle = bundles.read_bundle(prior.folder)
+    schedule = settings or FewShotSettings()
+    tuned = fine_tune(learned, rows, schedule)
+    bundle = prior.bundle
     card = {**bundle.card, "fewshot": {"rationales": str(rationales), "n_examples": len(projected),
-                                       "prior": str(prior.folder)}}
+                                       "prior": str(prior.folder), "schedule": dataclasses.asdict(schedule)}}
     bundles.write_bundle(bundles.Bundle(card, {**bundle.learned, "expnet_plus": tuned}, bundle.shape_free), output)
     return FoldExplainer.from_fold(output, prior.classifier, device=device, max_length=max_length)

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from .architectures import prepare_tokenizer
@@ -76,6 +77,12 @@ def project_batch(words: Sequence[Sequence[str]], rationales: Sequence[Sequence[
     counts.n_examples += len(word_lists)
     counts.n_truncated += sum(out["truncated"])
     return out
+
+
+def has_rationale_token(projected: pd.DataFrame) -> pd.Series:
+    """Per projected example (`token_labels`: 1 rationale, 0 not, -100 special or cut off): whether at least one
+    subword is a rationale token, after truncation (SPEC §1: an example without one is not scored)."""
+    return projected["token_labels"].map(lambda labels: labels is not None and bool((np.asarray(labels) == 1).any()))
 
 
 def project_to_subwords(examples: pd.DataFrame, tokenizer, max_length: int) -> pd.DataFrame:

@@ -1,29 +1,62 @@
-"""Nodes of the fewshot pipeline: each fold's ExpNet+ refit on k annotated examples of its held-out task and scored
-on the fold's held-out rationale test set (`services/evaluation/fewshot.py`)."""
+"""Nodes of the fewshot pipeline: each fold's ExpNet+ refit on k annotated examples of its held-out task, with a
+prior and schedule chosen on the fold's training tasks, and scored on the fold's held-out rationale test set
+(`services/evaluation/fewshot.py`)."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
 import pandas as pd
 
+from learned_attribution.core.models.learned import LearnedModel, TrainingSettings
 from learned_attribution.services import bundle as bundles
-from learned_attribution.services.config import ScoringSettings, scoring_settings
+from learned_attribution.services.config import (ComputeSettings, ScoringSettings, compute_settings,
+                                                 expnet_plus_recipes, scoring_settings)
 from learned_attribution.services.evaluation import fewshot
-from learned_attribution.services.evaluation.fewshot import FewShotCurveSettings
+from learned_attribution.services.evaluation.fewshot import FewShotCurveSettings, Refit
+
+Parts = dict[str, Callable[[], pd.DataFrame]]  # a partitioned dataset's parts, loaded on demand
 
 
-def fewshot_settings(crosstask: dict[str, Any], values: dict[str, Any], layer: int, seed: int
-                     ) -> tuple[ScoringSettings, FewShotCurveSettings]:
-    """The folds' scoring protocol and the `fewshot` block (ks, draws, the refit's schedule), parsed before any
-    work."""
-    return scoring_settings(crosstask, layer, seed), fewshot.fewshot_settings(values, seed)
+def token_table(parts: Parts) -> pd.DataFrame:
+    """A task's token rows from its partitions, in part order."""
+    return pd.concat([load() for _, load in sorted(parts.items())], ignore_index=True)
 
 
-def fewshot_curve(fold_bundle: bundles.Bundle, signals: dict[str, Callable[[], pd.DataFrame]],
-                  predictions: pd.DataFrame, fold_metrics: pd.DataFrame, scoring: ScoringSettings,
-                  settings: FewShotCurveSettings, *, fold: str) -> pd.DataFrame:
-    """The fold's ExpNet+ refit on k annotated held-out examples for every k and draw, scored on the held-out
-    rationale test set beside the best baseline and saliency."""
-    table = pd.concat([load() for _, load in sorted(signals.items())], ignore_index=True)
-    return fewshot.curve(fold_bundle.learned["expnet_plus"], table, predictions, fold_metrics,
-                         float(fold_bundle.card["rho"]), scoring, settings, fold=fold)
+def fewshot_settings(crosstask: dict[str, Any], variants: dict[str, Any], values: dict[str, Any], layer: int,
+                     seed: int, compute: dict[str, Any]
+                     ) -> tuple[ScoringSettings, FewShotCurveSettings, TrainingSettings, ComputeSettings]:
+    """The folds' scoring protocol, the `fewshot` block (ks, draws, candidate priors from the variant catalogue,
+    candidate schedules), the folds' ExpNet+ training loop (for the priors) and where the torch work runs, parsed
+    before any work."""
+    parsed = compute_settings(compute)
+    return (scoring_settings(crosstask, layer, seed, parsed), fewshot.fewshot_settings(values, seed, variants),
+            expnet_plus_recipes(crosstask, variants, seed).training, parsed)
+
+
+def choose_refits(fold_bundle: bundles.Bundle, settings: FewShotCurveSettings, training_settings: TrainingSettings,
+                  compute: ComputeSettings, *training_signals: Parts, fold: str
+                  ) -> tuple[dict[int, Refit], pd.DataFrame]:
+    """The fold's prior and refit schedule for every k, chosen among the candidates on its training tasks (the
+    held-out task is not an input)."""
+    return fewshot.choose_refits(fold_bundle.learned["expnet_plus"], [token_table(p) for p in training_signals],
+                                 float(fold_bundle.card["rho"]), settings, training_settings, compute.device,
+                                 fold=fold)
+
+
+def fit_priors(fold_bundle: bundles.Bundle, refits: dict[int, Refit], heldout_signals: Parts,
+               settings: FewShotCurveSettings, training_settings: TrainingSettings, compute: ComputeSettings,
+               *training_signals: Parts) -> dict[str, LearnedModel]:
+    """The fold's own ExpNet+ and every other chosen prior, fitted cross-task on the fold's training tasks for the
+    held-out classifier (its signals unlabeled)."""
+    return fewshot.fit_priors(fold_bundle.learned["expnet_plus"], refits, [token_table(p) for p in training_signals],
+                              token_table(heldout_signals), float(fold_bundle.card["rho"]), settings,
+                              training_settings, compute.device)
+
+
+def fewshot_curve(priors: dict[str, LearnedModel], signals: Parts, predictions: pd.DataFrame,
+                  fold_metrics: pd.DataFrame, fold_bundle: bundles.Bundle, scoring: ScoringSettings,
+                  settings: FewShotCurveSettings, refits: dict[int, Refit], *, fold: str) -> pd.DataFrame:
+    """Each k's prior refit on k annotated held-out examples for every k and draw (with that k's schedule), scored
+    on the held-out rationale test set beside the best baseline and saliency."""
+    return fewshot.curve(priors, token_table(signals), predictions, fold_metrics, float(fold_bundle.card["rho"]),
+                         scoring, settings, refits, fold=fold)

@@ -11,23 +11,36 @@ from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 from learned_attribution.pipelines import bind
 from learned_attribution.services.reporting.fewshot import fewshot_report
 
-from .nodes import fewshot_curve, fewshot_settings
+from .nodes import choose_refits, fewshot_curve, fewshot_settings, fit_priors
+
+PARAMETERS = {"crosstask", "expnet_plus_variants", "fewshot", "explained_layer", "seed", "compute"}
 
 
 def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
     # Namespaced fewshot_<task>, not heldout_<task>: these nodes add a report to a fold and are no fold run.
-    folds = [
-        pipeline([node(fewshot_settings, ["params:crosstask", "params:fewshot", "params:explained_layer",
-                                          "params:seed"], ["scoring", "settings"], name="parse_settings"),
-                  node(bind(fewshot_curve, fold=f"{FOLD_PREFIX}{task}"),
-                       [f"{FOLD_PREFIX}{task}.bundle", f"{task}.explainer_signals", f"{task}.rationale_predictions",
-                        f"{FOLD_PREFIX}{task}.fold_metrics", "scoring", "settings"], "curve", name="fewshot_curve")],
-                 namespace=f"fewshot_{task}",
-                 inputs={f"{FOLD_PREFIX}{task}.bundle", f"{task}.explainer_signals", f"{task}.rationale_predictions",
-                         f"{FOLD_PREFIX}{task}.fold_metrics"},
-                 parameters={"crosstask", "fewshot", "explained_layer", "seed"})
-        for task in tasks
-    ]
-    report = node(fewshot_report, [f"fewshot_{task}.curve" for task in tasks],
-                  ["fewshot_curves", "fewshot_summary", "fewshot_page", "fewshot_plot"], name="fewshot_report")
+    folds = []
+    for task in tasks:
+        training = [t for t in tasks if t != task]
+        bundle, signals = f"{FOLD_PREFIX}{task}.bundle", f"{task}.explainer_signals"
+        predictions, metrics = f"{task}.rationale_predictions", f"{FOLD_PREFIX}{task}.fold_metrics"
+        train_signals = [f"{t}.explainer_signals" for t in training]
+        folds.append(pipeline(
+            [node(fewshot_settings, ["params:crosstask", "params:expnet_plus_variants", "params:fewshot",
+                                     "params:explained_layer", "params:seed", "params:compute"],
+                  ["scoring", "settings", "training", "compute_settings"], name="parse_settings"),
+             node(bind(choose_refits, fold=f"{FOLD_PREFIX}{task}"),
+                  [bundle, "settings", "training", "compute_settings", *train_signals], ["refits", "schedule_choice"],
+                  name="choose_refits"),
+             node(fit_priors, [bundle, "refits", signals, "settings", "training", "compute_settings", *train_signals],
+                  "priors", name="fit_priors"),
+             node(bind(fewshot_curve, fold=f"{FOLD_PREFIX}{task}"),
+                  ["priors", signals, predictions, metrics, bundle, "scoring", "settings", "refits"], "curve",
+                  name="fewshot_curve")],
+            namespace=f"fewshot_{task}", inputs={bundle, signals, predictions, metrics, *train_signals},
+            parameters=PARAMETERS))
+    # the folds' curves, then their schedule choices, in the same fold order
+    report = node(fewshot_report, [*(f"fewshot_{task}.curve" for task in tasks),
+                                   *(f"fewshot_{task}.schedule_choice" for task in tasks)],
+                  ["fewshot_curves", "fewshot_summary", "fewshot_schedules", "fewshot_page", "fewshot_plot"],
+                  name="fewshot_report")
     return pipeline([*folds, report])

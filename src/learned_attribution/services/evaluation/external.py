@@ -21,7 +21,7 @@ from learned_attribution.core.atomic import probe_writable
 from learned_attribution.core.data.rationales import RationaleFileError, no_rationale_words
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
-from learned_attribution.core.models.projection import project_to_subwords
+from learned_attribution.core.models.projection import has_rationale_token, project_to_subwords
 from learned_attribution.core.models.runner import predict_proba
 from learned_attribution.core.tasks import FOLDS, TASKS, held_out_task
 
@@ -178,7 +178,7 @@ def file_examples_to_score(examples: pd.DataFrame, classifier: TrainedClassifier
                                  f"{n_classes} classes")
     projected = project_to_subwords(examples, classifier.tokenizer, max_length)
     # Counted after truncation: a rationale whose marked words were all cut off is empty for the metrics too.
-    no_rationale = projected["token_labels"].map(lambda labels: int((np.asarray(labels) == 1).sum()) == 0)
+    no_rationale = ~has_rationale_token(projected)
     n_truncated = int(projected["truncated"].sum())
     if no_rationale.all():
         raise RationaleFileError(f"{file}: none of the {len(projected)} examples keeps a rationale token within "

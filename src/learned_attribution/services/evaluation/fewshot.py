@@ -1,8 +1,15 @@
 """Few-shot in-task: how many of the held-out task's own annotated examples a fold's ExpNet+ needs before it is the
-better choice. The fold's explainer (cross-task, the prior) is refit (`core.models.learned.fewshot`) on k annotated
+better choice. A fold's explainer (cross-task, the prior) is refit (`core.models.learned.fewshot`) on k annotated
 examples drawn from the held-out task's rationale train and validation examples (seeded, `repeats` draws per k),
 and every refit is scored on the fold's held-out rationale test set exactly as the fold's own rows are, beside the
-fold's best baseline and saliency. The test examples are never drawn: a pool that holds one is refused by id."""
+fold's best baseline and saliency. The test examples are never drawn: a pool that holds one is refused by id.
+
+What is refit at each k, the prior (the fold's own ExpNet+ or a candidate catalogue variant fitted cross-task) and
+the schedule (steps, step size, the prior's weight), is chosen per fold among declared candidates without the
+held-out task, the way the fold chose its variant: for each training task V, each prior's variant is fitted on the
+other training tasks (as the fold's explainer is fitted without the held-out task), refit on k of V's annotated
+training examples with each candidate schedule, and scored on V's rationale validation examples; the best mean over
+tasks and draws is the fold's pair at that k (ties to the fold's own prior, then the earlier schedule)."""
 from __future__ import annotations
 
 import logging
@@ -12,49 +19,176 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
-from learned_attribution.core.models.learned import LearnedModel
+from learned_attribution.core.models.learned import LearnedModel, TrainingSettings, Variant, validation_auroc
 from learned_attribution.core.models.learned.fewshot import FewShotSettings, fine_tune
 
-from ..config import ScoringSettings, block, positive_int
+from ..config import ScoringSettings, block, positive_int, variant
+from .folds import candidate_columns, check_training_tasks, fit_cross_task, rationale_tokens, signal_tables
 from .protocol import (as_learned_row, learned_rationale_scores, matched_baselines, rationale_test_examples,
                        scored_examples)
 
 logger = logging.getLogger(__name__)
 
-FEWSHOT_KEYS = ("ks", "repeats", "pool_roles", "fit")
-FIT_KEYS = ("steps", "batch_size", "learning_rate", "prior_weight")
+FEWSHOT_KEYS = ("ks", "repeats", "pool_roles", "priors", "schedules", "choice_repeats")
+FIT_KEYS = ("steps", "batch_size", "step_scale", "prior_weight")
+FOLD_PRIOR = "fold"  # the fold's own ExpNet+ (its bundle), always a candidate prior
 REFERENCE_METHODS = ("saliency",)  # beside the fold's best baseline
-CURVE_COLUMNS = ["fold", "method", "role", "k", "repeat", "n_train_examples", "n_examples", "auroc", "auroc_low",
-                 "auroc_high", "f1_matched", "f1_matched_low", "f1_matched_high", "auroc_incorrect",
+CURVE_COLUMNS = ["fold", "method", "role", "k", "repeat", "prior", "n_train_examples", "n_examples", "auroc",
+                 "auroc_low", "auroc_high", "f1_matched", "f1_matched_low", "f1_matched_high", "auroc_incorrect",
                  "auroc_incorrect_low", "auroc_incorrect_high", "auroc_correct", "f1_matched_incorrect"]
 
 
 @dataclass(frozen=True)
 class FewShotCurveSettings:
     """`fewshot`: the numbers of annotated examples (`ks`, 0 = the cross-task explainer itself), the seeded draws
-    per k, the held-out task's roles the examples are drawn from, and the refit's fixed schedule."""
+    per k, the held-out task's roles the examples are drawn from, the catalogue variants that are candidate priors
+    beside the fold's own ExpNet+ (each fitted cross-task on the fold's training tasks), the refit's candidate
+    schedules, and the draws per training task and k on which a fold compares them (`choose_refits`)."""
 
     ks: tuple[int, ...]
     repeats: int
     pool_roles: tuple[str, ...]
-    fit: FewShotSettings
+    priors: tuple[Variant, ...]
+    schedules: tuple[FewShotSettings, ...]
+    choice_repeats: int
 
 
-def fewshot_settings(values: Mapping[str, Any] | None, seed: int) -> FewShotCurveSettings:
-    """`params:fewshot` (conf/base/parameters_fewshot.yml), a bad value named by its key."""
+@dataclass(frozen=True)
+class Refit:
+    """What a fold refits at one k: its prior (`FOLD_PRIOR` or a candidate variant's name) and the schedule."""
+
+    prior: str
+    schedule: FewShotSettings
+
+
+def fewshot_settings(values: Mapping[str, Any] | None, seed: int, catalogue: Mapping[str, Any]
+                     ) -> FewShotCurveSettings:
+    """`params:fewshot` (conf/base/parameters_fewshot.yml), its priors named from the variant catalogue
+    `catalogue` (`params:expnet_plus_variants`), a bad value named by its key."""
     values = block(values, "fewshot", FEWSHOT_KEYS)
     ks = values["ks"]
     if not isinstance(ks, list | tuple) or not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 0
                                                           for k in ks):
         raise ValueError(f"parameter fewshot.ks={ks!r} must be a list of integers of at least 0")
-    fit = block(values["fit"], "fewshot.fit", FIT_KEYS)
-    schedule = FewShotSettings(steps=positive_int(fit["steps"], "fewshot.fit.steps"),
-                               batch_size=positive_int(fit["batch_size"], "fewshot.fit.batch_size"),
-                               learning_rate=None if fit["learning_rate"] is None else float(fit["learning_rate"]),
-                               prior_weight=float(fit["prior_weight"]), seed=seed)
+    names = list(values["priors"] or [])
+    unknown = [name for name in names if name not in catalogue]
+    if unknown:
+        raise ValueError(f"parameter fewshot.priors names unknown variants {unknown}; the catalogue "
+                         f"expnet_plus_variants defines {sorted(catalogue)}")
+    declared = values["schedules"]
+    if not isinstance(declared, list | tuple) or not declared:
+        raise ValueError(f"parameter fewshot.schedules={declared!r} must be a non-empty list of schedules")
+    schedules = []
+    for i, candidate in enumerate(declared):
+        fit = block(candidate, f"fewshot.schedules[{i}]", FIT_KEYS)
+        try:
+            schedules.append(FewShotSettings(
+                steps=positive_int(fit["steps"], f"fewshot.schedules[{i}].steps"),
+                batch_size=positive_int(fit["batch_size"], f"fewshot.schedules[{i}].batch_size"),
+                step_scale=float(fit["step_scale"]),
+                prior_weight=float(fit["prior_weight"]), seed=seed))
+        except ValueError as error:
+            raise ValueError(f"parameter fewshot.schedules[{i}]: {error}") from None
     return FewShotCurveSettings(ks=tuple(sorted(set(ks))), repeats=positive_int(values["repeats"], "fewshot.repeats"),
-                                pool_roles=tuple(values["pool_roles"]), fit=schedule)
+                                pool_roles=tuple(values["pool_roles"]),
+                                priors=tuple(variant(name, catalogue[name], f"expnet_plus_variants.{name}")
+                                             for name in names),
+                                schedules=tuple(schedules),
+                                choice_repeats=positive_int(values["choice_repeats"], "fewshot.choice_repeats"))
+
+
+def describe(schedule: FewShotSettings) -> str:
+    """A schedule in one line, as the tables name it."""
+    return (f"steps={schedule.steps} batch={schedule.batch_size} step x{schedule.step_scale:g} "
+            f"prior_weight={schedule.prior_weight:g}")
+
+
+def candidate_priors(model: LearnedModel, settings: FewShotCurveSettings, first: pd.DataFrame
+                     ) -> dict[str, tuple[Variant, list[str]]]:
+    """The candidate priors' variants and input columns: the fold's own ExpNet+ (`FOLD_PRIOR`), then each of
+    `settings.priors` that is not the fold's own variant (columns read off the signal table `first`)."""
+    extra = [v for v in settings.priors if v.name != model.variant.name]
+    columns = candidate_columns(first, extra)
+    return {FOLD_PRIOR: (model.variant, list(model.columns)), **{v.name: (v, columns[v.name]) for v in extra}}
+
+
+def choose_refits(model: LearnedModel, training: Sequence[pd.DataFrame], rho: float, settings: FewShotCurveSettings,
+                  training_settings: TrainingSettings, device: torch.device | str = "cpu", *, fold: str
+                  ) -> tuple[dict[int, Refit], pd.DataFrame]:
+    """The fold's prior and refit schedule for every k > 0 of `settings.ks`, chosen on its training tasks' signal
+    tables (`training`; the held-out task is not an argument): for each training task V and candidate prior
+    (`candidate_priors`), the prior's variant fitted on the other training tasks for V's classifier, refit on k of
+    V's annotated rationale_train examples (`choice_repeats` seeded draws; all of them where V has fewer, counted in
+    `n_train_examples`) with every candidate schedule, and scored on V's rationale validation examples (every one
+    with a rationale, mispredicted ones too). Returns per k the pair with the best mean AUROC (ties to the earlier
+    prior, then schedule), and the table of every refit, with the priors' own scores as k = 0 rows."""
+    parts = [signal_tables(table) for table in training]
+    check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
+    tables = {p["unlabeled"]["task"].iloc[0]: p | {"pool": rationale_tokens(table, "rationale_train")}
+              for p, table in zip(parts, training)}
+    unlabeled = {task: p["unlabeled"] for task, p in tables.items()}
+    priors = candidate_priors(model, settings, training[0])
+    ks = [k for k in settings.ks if k > 0]
+    rows = []
+    for task, part in tables.items():
+        sources = [t for t in tables if t != task]
+        direction = f"{'+'.join(sources)}->{task}"
+        pool_ids = list(pd.unique(part["pool"]["example_id"]))
+        for name, (prior_variant, columns) in priors.items():
+            prior = fit_cross_task(prior_variant, [tables[t] for t in sources], unlabeled[task], unlabeled, columns,
+                                   rho, training_settings, device)
+            common = {"direction": direction, "prior": name, "variant": prior_variant.name}
+            rows.append({**common, "k": 0, "candidate": -1, "schedule": "prior", "repeat": 0, "n_train_examples": 0,
+                         "val_auroc": validation_auroc(prior, part["val_all"])})
+            for k in ks:
+                for repeat in range(settings.choice_repeats):
+                    ids = draw(pool_ids, min(k, len(pool_ids)), repeat, settings.schedules[0].seed)
+                    shots = part["pool"][part["pool"]["example_id"].isin(set(ids))]
+                    for index, schedule in enumerate(settings.schedules):
+                        tuned = fine_tune(prior, shots, replace(schedule, seed=schedule.seed + repeat))
+                        rows.append({**common, "k": k, "candidate": index, "schedule": describe(schedule),
+                                     "repeat": repeat, "n_train_examples": len(ids),
+                                     "val_auroc": validation_auroc(tuned, part["val_all"])})
+    table = pd.DataFrame(rows)
+    table.insert(0, "fold", fold)
+    # in the order of first appearance: the fold's prior first, the schedules in their order
+    means = table[table["k"] > 0].groupby(["k", "prior", "candidate"], sort=False)["val_auroc"].mean().reset_index()
+    best = means.loc[means.groupby("k", sort=True)["val_auroc"].idxmax()]  # the first of a tie: the earlier pair
+    chosen = {int(r.k): (r.prior, int(r.candidate)) for r in best.itertuples()}
+    table["chosen"] = [k > 0 and chosen[k] == (prior, c)
+                       for k, prior, c in zip(table["k"], table["prior"], table["candidate"])]
+    for k, (prior, candidate) in chosen.items():
+        logger.info("%s: few-shot k=%d: prior %s, schedule %s (mean validation AUROC %.4f over the training tasks)",
+                    fold, k, priors[prior][0].name, describe(settings.schedules[candidate]),
+                    means.loc[(means["k"] == k) & (means["prior"] == prior) & (means["candidate"] == candidate),
+                              "val_auroc"].iloc[0])
+    return {k: Refit(prior, settings.schedules[c]) for k, (prior, c) in chosen.items()}, table
+
+
+def fit_priors(model: LearnedModel, refits: Mapping[int, Refit], training: Sequence[pd.DataFrame],
+               held_out: pd.DataFrame, rho: float, settings: FewShotCurveSettings,
+               training_settings: TrainingSettings, device: torch.device | str = "cpu") -> dict[str, LearnedModel]:
+    """The priors the `refits` name: the fold's own ExpNet+ `model` (always, as k = 0), and each other chosen
+    variant fitted on all the fold's training tasks for the held-out classifier (its signals `held_out` enter
+    unlabeled), as the fold fits its candidates, with the fold's threshold and context."""
+    models = {FOLD_PRIOR: model}
+    needed = {refit.prior for refit in refits.values()} - {FOLD_PRIOR}
+    if not needed:
+        return models
+    parts = [signal_tables(table) for table in training]
+    check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
+    target = held_out.drop(columns=["token_label"])
+    stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
+    priors = candidate_priors(model, settings, training[0])
+    for name in sorted(needed):
+        prior_variant, columns = priors[name]
+        fitted = fit_cross_task(prior_variant, parts, target, stats, columns, rho, training_settings, device)
+        fitted.threshold = model.threshold
+        fitted.context = model.context | {"variant": prior_variant.name}
+        models[name] = fitted
+    return models
 
 
 def annotated_pool(predictions: pd.DataFrame, roles: Sequence[str], test_ids: Sequence[str]) -> pd.DataFrame:
@@ -86,12 +220,14 @@ def draw(pool_ids: Sequence[str], k: int, repeat: int, seed: int) -> list[str]:
     return [pool_ids[i] for i in sorted(rng.choice(len(pool_ids), size=k, replace=False))]
 
 
-def curve(model: LearnedModel, signals: pd.DataFrame, predictions: pd.DataFrame, fold_metrics: pd.DataFrame,
-          rho: float, scoring: ScoringSettings, settings: FewShotCurveSettings, *, fold: str) -> pd.DataFrame:
-    """The few-shot curve of one fold (`CURVE_COLUMNS`): for every k and draw, the fold's explainer refit on k
-    annotated examples and scored on the held-out rationale test set (AUROC and matched F1 with bootstrap 95%
-    intervals, the mispredicted examples' AUROC), then the fold's best baseline and saliency as reference rows. A k
-    larger than the pool is skipped with one line saying how many examples were found."""
+def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions: pd.DataFrame,
+          fold_metrics: pd.DataFrame, rho: float, scoring: ScoringSettings, settings: FewShotCurveSettings,
+          refits: Mapping[int, Refit], *, fold: str) -> pd.DataFrame:
+    """The few-shot curve of one fold (`CURVE_COLUMNS`): for every k and draw, that k's prior (`priors`, by the
+    names `refits` use; k = 0 is the fold's own ExpNet+ itself) refit on k annotated examples with that k's schedule
+    and scored on the held-out rationale test set (AUROC and matched F1 with bootstrap 95% intervals, the
+    mispredicted examples' AUROC), then the fold's best baseline and saliency as reference rows. A k larger than the
+    pool is skipped with one line saying how many examples were found."""
     test = scored_examples(predictions, scoring)
     pool = annotated_pool(predictions, settings.pool_roles, list(test["example_id"]))
     pool_ids = list(pool["example_id"])
@@ -102,14 +238,16 @@ def curve(model: LearnedModel, signals: pd.DataFrame, predictions: pd.DataFrame,
             logger.warning("%s: few-shot k=%d skipped: the pool (%s) holds %d annotated examples", fold, k,
                            "/".join(settings.pool_roles), len(pool_ids))
             continue
+        refit = refits.get(k, Refit(FOLD_PRIOR, settings.schedules[0]))  # k = 0 draws nothing: the prior itself
+        prior = priors[refit.prior]
         for repeat in range(settings.repeats if k else 1):
-            ids = draw(pool_ids, k, repeat, settings.fit.seed)
-            tuned = fine_tune(model, labelled[labelled["example_id"].isin(set(ids))],
-                              replace(settings.fit, seed=settings.fit.seed + repeat))
+            ids = draw(pool_ids, k, repeat, refit.schedule.seed)
+            tuned = fine_tune(prior, labelled[labelled["example_id"].isin(set(ids))],
+                              replace(refit.schedule, seed=refit.schedule.seed + repeat))
             scores = learned_rationale_scores(tuned, signals, test, rho, scoring)
             rows.append({"fold": fold, "method": "expnet_plus", "role": "few-shot", "k": k, "repeat": repeat,
-                         "n_train_examples": len(ids), **scores})
-        logger.info("%s: few-shot k=%d: AUROC %s", fold, k,
+                         "prior": prior.variant.name, "n_train_examples": len(ids), **scores})
+        logger.info("%s: few-shot k=%d (prior %s): AUROC %s", fold, k, prior.variant.name,
                     np.round([r["auroc"] for r in rows if r["k"] == k], 4).tolist())
     matched = matched_baselines(fold_metrics)
     best = matched.sort_values("auroc", ascending=False).head(1)
@@ -122,15 +260,16 @@ def curve(model: LearnedModel, signals: pd.DataFrame, predictions: pd.DataFrame,
 
 
 def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per fold and k: the draws' mean AUROC and matched F1 (with the lowest and highest draw, and each draw's
-    bootstrap interval averaged), the mispredicted examples' AUROC, the fold's best baseline beside them, and in how
-    many draws the refit is above the best baseline with the intervals apart."""
+    """Per fold and k: the prior refit, the draws' mean AUROC and matched F1 (with the lowest and highest draw, and
+    each draw's bootstrap interval averaged), the mispredicted examples' AUROC, the fold's best baseline beside
+    them, and in how many draws the refit is above the best baseline with the intervals apart."""
     rows = []
     for fold, group in curves.groupby("fold", sort=False):
         best = group[group["role"] == "best baseline"].iloc[0]
         saliency = group[group["role"] == "saliency"]
         for k, draws in group[group["role"] == "few-shot"].groupby("k"):
-            row = {"fold": fold, "k": int(k), "draws": len(draws), "best_baseline": best["method"]}
+            row = {"fold": fold, "k": int(k), "draws": len(draws), "prior": draws["prior"].iloc[0],
+                   "best_baseline": best["method"]}
             for metric in ("auroc", "f1_matched"):
                 row.update({metric: draws[metric].mean(), f"{metric}_draw_min": draws[metric].min(),
                             f"{metric}_draw_max": draws[metric].max(), f"{metric}_low": draws[f"{metric}_low"].mean(),
@@ -142,3 +281,22 @@ def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
                         "saliency_auroc_incorrect": saliency["auroc_incorrect"].iloc[0] if len(saliency) else np.nan})
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def schedule_summary(choices: pd.DataFrame) -> pd.DataFrame:
+    """Per fold, k, candidate prior and schedule: the mean validation AUROC of its refits over the training tasks
+    and draws, the lowest refit, that prior's own mean (k = 0) beside it, and whether the fold chose the pair at
+    that k."""
+    frames = []
+    for fold, group in choices.groupby("fold", sort=False):
+        own = group[group["k"] == 0].groupby("prior")["val_auroc"].mean()
+        rows = []
+        refits = group[group["k"] > 0].groupby(["k", "prior", "variant", "candidate", "schedule"], sort=False)
+        for (k, prior, variant_name, candidate, schedule), rows_k in refits:
+            rows.append({"fold": fold, "k": int(k), "prior": prior, "variant": variant_name,
+                         "candidate": int(candidate), "schedule": schedule, "refits": len(rows_k),
+                         "n_train_examples": int(rows_k["n_train_examples"].max()),
+                         "val_auroc": rows_k["val_auroc"].mean(), "val_auroc_min": rows_k["val_auroc"].min(),
+                         "prior_val_auroc": own[prior], "chosen": bool(rows_k["chosen"].any())})
+        frames.append(pd.DataFrame(rows).sort_values("k", kind="mergesort"))
+    return pd.concat(frames, ignore_index=True)

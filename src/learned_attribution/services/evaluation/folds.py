@@ -14,7 +14,8 @@ import torch
 from learned_attribution.core.explainers.apply import explain_examples, resolve_method
 from learned_attribution.core.models.artifacts import explainer_context
 from learned_attribution.core.models.features import feature_names
-from learned_attribution.core.models.learned import LearnedModel, best_shape_free, fit_variant, select_variant
+from learned_attribution.core.models.learned import (LearnedModel, TrainingSettings, Variant, best_shape_free,
+                                                     fit_variant, select_variant)
 from learned_attribution.core.models.signals import FEATURE_SETS, columns_for, token_vocabulary
 from learned_attribution.core.tasks import held_out_task
 
@@ -100,15 +101,26 @@ def signal_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
             "val_all": rationale_tokens(table, "rationale_val"), "unlabeled": table.drop(columns=["token_label"])}
 
 
-def candidate_columns(first: pd.DataFrame, recipes: ExpnetPlusRecipes) -> dict[str, list[str]]:
-    """Each candidate's input columns, read off a signal table's shape (its heads and layers); a table lacking a
+def candidate_columns(first: pd.DataFrame, variants: Sequence[Variant]) -> dict[str, list[str]]:
+    """Each variant's input columns, read off a signal table's shape (its heads and layers); a table lacking a
     feature set's columns is an error."""
     n_heads = sum(c.startswith("cls_to_tok_h") for c in first.columns)
     n_layers = sum(c.startswith("raw_attention_l") for c in first.columns)
     missing = set(columns_for(FEATURE_SETS, n_heads, n_layers)) - set(first.columns)
     if missing:
         raise ValueError(f"explainer signals lack columns {sorted(missing)}: rerun the classifiers pipeline")
-    return {v.name: columns_for(v.feature_sets, n_heads, n_layers) for v in recipes.variants}
+    return {v.name: columns_for(v.feature_sets, n_heads, n_layers) for v in variants}
+
+
+def fit_cross_task(variant: Variant, sources: Sequence[dict[str, pd.DataFrame]], target: pd.DataFrame,
+                   stats: dict[str, pd.DataFrame], columns: Sequence[str], rho: float, settings: TrainingSettings,
+                   device: torch.device | str) -> LearnedModel:
+    """`variant` trained on the `sources`' train rows (`signal_tables` parts), stopping early on their val rows, for
+    the classifier whose unlabeled signal rows are `target` (`stats`: every task's unlabeled rows, for per-task
+    standardisation)."""
+    return fit_variant(variant, pd.concat([p["train"] for p in sources], ignore_index=True),
+                       pd.concat([p["val"] for p in sources], ignore_index=True), target=target, stats_tables=stats,
+                       columns=columns, rho=rho, settings=settings, device=device)
 
 
 def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: ExpnetPlusRecipes,
@@ -117,7 +129,7 @@ def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: Ex
     each one's signal table; the held-out task is not an argument); the best mean validation AUROC is chosen."""
     parts = [signal_tables(table) for table in training]
     check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
-    columns = candidate_columns(training[0], recipes)
+    columns = candidate_columns(training[0], recipes.variants)
     tables = {p["unlabeled"]["task"].iloc[0]: p for p in parts}
     selection = select_variant(recipes.variants, tables, columns, rho, recipes.training, device)
     means = selection[selection["direction"] == "mean"]
@@ -134,16 +146,15 @@ def fit_expnet_plus(training: Sequence[pd.DataFrame], held_out: pd.DataFrame, bu
     `classifier` is only read for its shape, recorded in each saved variant's context)."""
     parts = [signal_tables(table) for table in training]
     check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
-    columns = candidate_columns(training[0], recipes)
-    train = pd.concat([p["train"] for p in parts], ignore_index=True)
-    val = pd.concat([p["val"] for p in parts], ignore_index=True)
+    columns = candidate_columns(training[0], recipes.variants)
     target = held_out.drop(columns=["token_label"])
     stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
-    context = fold_context(classifier, fold, sorted(train["task"].unique()), budget["rho"], layer, encoder, max_length)
+    context = fold_context(classifier, fold, sorted(p["train"]["task"].iloc[0] for p in parts), budget["rho"], layer,
+                           encoder, max_length)
     models = {}
     for variant in recipes.variants:
-        model = fit_variant(variant, train, val, target=target, stats_tables=stats, columns=columns[variant.name],
-                            rho=budget["rho"], settings=recipes.training, device=device)
+        model = fit_cross_task(variant, parts, target, stats, columns[variant.name], budget["rho"], recipes.training,
+                               device)
         model.threshold = budget["threshold"]
         model.context = context | {"variant": variant.name}
         models[variant.name] = model

@@ -15,6 +15,7 @@ from learned_attribution.core.explainers.apply import ExplainRun, explain_exampl
 from learned_attribution.core.metrics.plausibility import (all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                            finite_scores, random_scores, threshold_mask, top_k_mask)
 from learned_attribution.core.models.learned import LearnedModel, score_examples
+from learned_attribution.core.models.projection import has_rationale_token
 from learned_attribution.core.models.signals import token_vocabulary
 
 from ..config import ComputeSettings, ScoringSettings
@@ -35,8 +36,7 @@ def rationale_test_examples(predictions: pd.DataFrame, role: str = "rationale_te
                             seed: int = 0) -> pd.DataFrame:
     """Rationale examples with at least one positive token (SPEC §1); a seeded sample if capped."""
     rows = predictions[predictions["role"] == role]
-    has_rationale = rows["token_labels"].map(lambda labels: labels is not None and int((np.asarray(labels) == 1).sum()) > 0)
-    rows = rows[has_rationale]
+    rows = rows[has_rationale_token(rows)]
     if max_examples and len(rows) > max_examples:
         rows = rows.sample(n=max_examples, random_state=seed).sort_index()
     return rows.reset_index(drop=True)

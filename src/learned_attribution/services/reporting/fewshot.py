@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..evaluation.fewshot import curve_summary  # noqa: E402
+from ..evaluation.fewshot import curve_summary, schedule_summary  # noqa: E402
 from .tables import markdown_table, table_lines  # noqa: E402
 
 
@@ -17,20 +17,24 @@ def _cell(row: pd.Series, metric: str) -> str:
             f"(draws {row[f'{metric}_draw_min']:.3f}-{row[f'{metric}_draw_max']:.3f})")
 
 
-def fewshot_page(summary: pd.DataFrame) -> str:
+def fewshot_page(summary: pd.DataFrame, schedules: pd.DataFrame) -> str:
     """One table per fold: per k the draws' mean AUROC and matched F1 with their mean bootstrap interval and the
     range over draws, the mispredicted examples' AUROC beside saliency's, the best baseline, and in how many draws
-    the refit is above the best baseline with the intervals apart; then the smallest k where every draw is."""
+    the refit is above the best baseline with the intervals apart; then the smallest k where every draw is; last,
+    the candidate schedules each fold compared on its training tasks (`schedule_summary`)."""
     lines = ["# Few-shot in-task", "",
-             "Each fold's ExpNet+ (trained cross-task: the prior) refit on k annotated examples of the held-out task "
-             "(drawn, seeded, from its rationale train and validation examples; never its test examples), scored on "
-             "the fold's held-out rationale test set with the matched top-k budget. A cell is the draws' mean, its "
-             "bootstrap 95% interval (averaged over the draws) and the lowest and highest draw; k = 0 is the fold's "
-             "cross-task explainer. `apart`: draws whose interval lies above the best baseline's.", ""]
+             "A cross-task learned explainer (the prior: the fold's ExpNet+, or the variant named in `prior`, "
+             "fitted on the same training tasks) refit on k annotated examples of the held-out task (drawn, seeded, "
+             "from its rationale train and validation examples; never its test examples), scored on the fold's "
+             "held-out rationale test set with the matched top-k budget; the prior and schedule of each k are chosen "
+             "on the training tasks (last section). A cell is the draws' mean, its bootstrap 95% interval (averaged "
+             "over the draws) and the lowest and highest draw; k = 0 is the fold's cross-task explainer. `apart`: "
+             "draws whose interval lies above the best baseline's.", ""]
     for fold, rows in summary.groupby("fold", sort=False):
         first = rows.iloc[0]
         shown = pd.DataFrame({
-            "k": rows["k"], "draws": rows["draws"], "AUROC": rows.apply(_cell, axis=1, metric="auroc"),
+            "k": rows["k"], "prior": rows["prior"], "draws": rows["draws"],
+            "AUROC": rows.apply(_cell, axis=1, metric="auroc"),
             "AUROC apart": rows["auroc_draws_apart"].astype(str) + "/" + rows["draws"].astype(str),
             "F1 matched": rows.apply(_cell, axis=1, metric="f1_matched"),
             "F1 apart": rows["f1_matched_draws_apart"].astype(str) + "/" + rows["draws"].astype(str),
@@ -46,6 +50,22 @@ def fewshot_page(summary: pd.DataFrame) -> str:
                   f"[{first['baseline_auroc_low']:.3f}, {first['baseline_auroc_high']:.3f}], matched F1 "
                   f"{first['baseline_f1_matched']:.3f} [{first['baseline_f1_matched_low']:.3f}, "
                   f"{first['baseline_f1_matched_high']:.3f}]. {verdict}", "", markdown_table(shown), ""]
+    lines += ["## The refit's prior and schedule, chosen on the training tasks", "",
+              "For each training task V of a fold, each candidate prior (`fold`: the fold's own ExpNet+ variant; "
+              "else a catalogue variant of `fewshot.priors`) and each k: the prior's variant fitted on the fold's "
+              "other training tasks, refit on k of V's annotated rationale_train examples with each candidate "
+              "schedule, and scored on V's rationale validation examples. A cell is the mean validation AUROC over "
+              "the training tasks and draws; `*` marks the fold's choice at that k; `k = 0` is the prior itself.", "",
+              "Schedules: " + "; ".join(f"({i}) {name}" for i, name in
+                                        schedules[["candidate", "schedule"]].drop_duplicates().itertuples(index=False)),
+              ""]
+    cells = schedules.assign(cell=[f"{v:.3f}{' *' if chosen else ''}"
+                                   for v, chosen in zip(schedules["val_auroc"], schedules["chosen"])])
+    shown = cells.pivot_table(index=["fold", "k", "variant"], columns="candidate", values="cell", aggfunc="first",
+                              sort=False)
+    shown.columns = [f"({c})" for c in shown.columns]
+    own = schedules.groupby(["fold", "k", "variant"], sort=False)["prior_val_auroc"].first().rename("k = 0")
+    lines += [markdown_table(shown.join(own).reset_index()), ""]
     return "\n".join(lines)
 
 
@@ -97,8 +117,13 @@ def fewshot_chart(summary: pd.DataFrame) -> plt.Figure:
     return figure
 
 
-def fewshot_report(*curves: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, str, plt.Figure]:
-    """Every fold's curve rows (CSV), the summary per fold and k (CSV), the page and the chart."""
-    table = pd.concat(curves, ignore_index=True)
+def fewshot_report(*tables: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, str, plt.Figure]:
+    """From the folds' curves followed by their schedule choices (one of each per fold, in the same order): every
+    curve row (CSV), the summary per fold and k (CSV), the schedules compared per fold (CSV), the page and the
+    chart."""
+    if len(tables) % 2:
+        raise ValueError(f"fewshot_report takes one curve and one schedule choice per fold, got {len(tables)} tables")
+    table = pd.concat(tables[:len(tables) // 2], ignore_index=True)
     summary = curve_summary(table)
-    return table, summary, fewshot_page(summary), fewshot_chart(summary)
+    schedules = schedule_summary(pd.concat(tables[len(tables) // 2:], ignore_index=True))
+    return table, summary, schedules, fewshot_page(summary, schedules), fewshot_chart(summary)

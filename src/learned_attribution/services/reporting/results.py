@@ -292,8 +292,32 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
     if base is not None:
         lines += base_size_section(reports, base)
     if reports.missing:
-        lines += [f"Not in this run's reports (sections left out): {', '.join(sorted(reports.missing))}.", ""]
+        lines += [f"Not in this run's reports (sections left out, or kept from an earlier run below): "
+                  f"{', '.join(sorted(reports.missing))}.", ""]
     return "\n".join(lines)
+
+
+KEPT = " (kept from an earlier run)"
+
+
+def _sections(document: str) -> tuple[str, list[tuple[str, str]]]:
+    """A Markdown document split at its `## ` headings: the text before the first, then (heading, body) pairs."""
+    parts = re.split(r"^(## .*)$", document, flags=re.MULTILINE)
+    return parts[0], [(parts[i], parts[i + 1]) for i in range(1, len(parts), 2)]
+
+
+def keep_missing_sections(document: str, previous: str) -> str:
+    """`document` followed by every section of `previous` (the results document it replaces) that it lacks, each
+    heading marked as kept from an earlier run: a run without an `amortize`, `afn`, benchmark or base-size report
+    does not erase those sections, and does not pass them off as its own."""
+    preamble, sections = _sections(document)
+    present = {heading.removesuffix(KEPT) for heading, _ in sections}
+    kept = [(heading if heading.endswith(KEPT) else heading + KEPT, body)
+            for heading, body in _sections(previous)[1] if heading.removesuffix(KEPT) not in present]
+    if not kept:
+        return document
+    return preamble + "".join(h + b for h, b in sections).rstrip("\n") + "\n\n" + "".join(
+        h + b for h, b in kept).rstrip("\n") + "\n"
 
 
 MARKER = re.compile(r"(<!-- results:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.DOTALL)
@@ -339,8 +363,9 @@ def fill_marked_blocks(text: str, blocks: dict[str, str], where: str) -> str:
 def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
                   commit: str | None = None, base_reports: str | Path | None = None) -> list[Path]:
     """Write the results document to `output` (with the folds' cost charts and the AFN plots in `images/` beside
-    it) and fill the marked blocks of each README; with `base_reports` (a base-size run's reports folder, used when
-    it holds a finished run) the base-size section too. Returns what was written."""
+    it; the sections of the document it replaces that this run has no report for are kept, marked:
+    `keep_missing_sections`) and fill the marked blocks of each README; with `base_reports` (a base-size run's
+    reports folder, used when it holds a finished run) the base-size section too. Returns what was written."""
     reports = Reports.read(reports_folder)
     base = None
     if base_reports is not None and (Path(base_reports) / "crosstask_metrics.csv").is_file():
@@ -359,7 +384,10 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
                 (output.parent / "images").mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(chart, output.parent / "images" / name)
                 written.append(output.parent / "images" / name)
-        write_text_atomically(output, results_document(reports, commit, base))
+        document = results_document(reports, commit, base)
+        if output.is_file():
+            document = keep_missing_sections(document, output.read_text())
+        write_text_atomically(output, document)
         written.append(output)
     blocks = marked_blocks(reports, base)
     for readme in readmes:

@@ -3,9 +3,11 @@ examples of its own classifier, with the cross-task fit as its prior.
 
 The network starts from the trained weights and takes a fixed number of Adam steps on the variant's own objective
 over the k examples, plus an L2 pull of every weight towards where it started (L2-SP, Li et al. 2018), so that a
-handful of examples moves the explainer only as far as they can say. No validation split: a user with k examples
-has none to spare, so the schedule is fixed (`FewShotSettings`). The input pipeline (columns, statistics) is kept:
-the statistics of a per-task variant are the target classifier's already. k = 0 is the prior itself."""
+handful of examples moves the explainer only as far as they can say. The pull is weighed as a prior is against a
+mean loss over k examples in a MAP fit, `prior_weight / k`, so it gives way as examples accumulate. No validation
+split: a user with k examples has none to spare, so the schedule is fixed (`FewShotSettings`; the fewshot pipeline
+chooses one per fold and k on the fold's training tasks). The input pipeline (columns, statistics) is kept: the
+statistics of a per-task variant are the target classifier's already. k = 0 is the prior itself."""
 from __future__ import annotations
 
 import copy
@@ -23,15 +25,15 @@ from .training import LearnedModel, group_examples
 @dataclass(frozen=True)
 class FewShotSettings:
     """The fixed schedule of a few-shot refit: `steps` Adam steps of `batch_size` examples (drawn with
-    replacement from the k), the step size (None: the variant's own, else 1e-3; the default is the convex stacks'
-    step), the weight of the L2 pull towards
-    the prior's weights (a sum over every weight) and the seed of the batches. The focal loss's alpha and gamma and
-    the gates' L1 pull are the paper's / the folds' settings."""
+    replacement from the k), the step size as a multiple of the variant's own (its recipe's `learning_rate`, else
+    1e-3), the weight of the L2 pull towards the prior's weights (a sum over every weight, divided by the number of
+    examples k) and the seed of the batches. The focal loss's alpha and gamma and the gates' L1 pull are the paper's
+    / the folds' settings."""
 
-    steps: int = 100
+    steps: int = 300
     batch_size: int = 16
-    learning_rate: float | None = 1e-2
-    prior_weight: float = 1.0
+    step_scale: float = 5.0
+    prior_weight: float = 3.0
     seed: int = 0
     alpha: float = 0.25
     gamma: float = 2.0
@@ -42,6 +44,8 @@ class FewShotSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"few-shot setting {name}={value!r} must be a positive integer")
+        if not self.step_scale > 0:
+            raise ValueError(f"few-shot setting step_scale={self.step_scale!r} must be positive")
         if self.prior_weight < 0:
             raise ValueError(f"few-shot setting prior_weight={self.prior_weight!r} must be at least 0")
 
@@ -69,7 +73,9 @@ def fine_tune(model: LearnedModel, rows: pd.DataFrame, settings: FewShotSettings
                                      max_epochs=0, patience=0, gate_l1=settings.gate_l1, pseudo_weight=0.0,
                                      seeds=1, seed=settings.seed)
     prior = [p.detach().clone() for p in net.parameters()]
-    learning_rate = settings.learning_rate or model.variant.learning_rate or 1e-3
+    # the variant's own step (its recipe's, else the folds' default 1e-3), scaled: one schedule fits both a
+    # convex stack (own step 1e-2) and a per-token network (1e-3)
+    learning_rate = settings.step_scale * (model.variant.learning_rate or 1e-3)
     optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate)
     rng = np.random.default_rng(settings.seed)
     weights = torch.ones(len(examples))
@@ -79,7 +85,7 @@ def fine_tune(model: LearnedModel, rows: pd.DataFrame, settings: FewShotSettings
         x, y, mask, batch_offsets = examples.padded(index)
         fit = objective(net, x, y, mask, batch_offsets, weights[index], model.variant, loss_settings)
         pull = sum(((p - p0) ** 2).sum() for p, p0 in zip(net.parameters(), prior))
-        loss = fit + settings.prior_weight * pull
+        loss = fit + settings.prior_weight / n_examples * pull
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
