@@ -109,6 +109,10 @@ def test_a_rewrite_keeps_the_sections_this_run_has_no_report_for_and_marks_them(
     assert document.endswith("## Base size: all-mpnet-base-v2 (kept from an earlier run)\n\nold base table\n")
     write_results(reports, output, [])
     assert output.read_text() == document  # a second rewrite keeps them once, marked once
+    # a section this run writes replaces the kept one whatever its sources and dates in parentheses say
+    output.write_text(document.replace("## Cross-task headline (", "## Cross-task headline (older sources, "))
+    write_results(reports, output, [])
+    assert output.read_text() == document
 
 
 def test_bad_inputs_name_the_file(reports, tmp_path):

@@ -26,7 +26,6 @@ Words and scores:
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import threading
 from pathlib import Path

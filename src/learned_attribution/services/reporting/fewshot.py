@@ -21,7 +21,7 @@ def fewshot_page(summary: pd.DataFrame, schedules: pd.DataFrame) -> str:
     """One table per fold: per k the draws' mean AUROC and matched F1 with their mean bootstrap interval and the
     range over draws, the mispredicted examples' AUROC beside saliency's, the best baseline, and in how many draws
     the refit is above the best baseline with the intervals apart; then the smallest k where every draw is; last,
-    the candidate schedules each fold compared on its training tasks (`schedule_summary`)."""
+    the candidate priors and schedules each fold compared on its training tasks (`schedule_summary`)."""
     lines = ["# Few-shot in-task", "",
              "A cross-task learned explainer (the prior: the fold's ExpNet+, or the variant named in `prior`, "
              "fitted on the same training tasks) refit on k annotated examples of the held-out task (drawn, seeded, "

@@ -310,10 +310,13 @@ def keep_missing_sections(document: str, previous: str) -> str:
     """`document` followed by every section of `previous` (the results document it replaces) that it lacks, each
     heading marked as kept from an earlier run: a run without an `amortize`, `afn`, benchmark or base-size report
     does not erase those sections, and does not pass them off as its own."""
+    def title(heading: str) -> str:  # what a section is, without its sources and dates in parentheses
+        return heading.split(" (")[0]
+
     preamble, sections = _sections(document)
-    present = {heading.removesuffix(KEPT) for heading, _ in sections}
+    present = {title(heading) for heading, _ in sections}
     kept = [(heading if heading.endswith(KEPT) else heading + KEPT, body)
-            for heading, body in _sections(previous)[1] if heading.removesuffix(KEPT) not in present]
+            for heading, body in _sections(previous)[1] if title(heading) not in present]
     if not kept:
         return document
     return preamble + "".join(h + b for h, b in sections).rstrip("\n") + "\n\n" + "".join(
