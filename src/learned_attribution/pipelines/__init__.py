@@ -1,6 +1,12 @@
-"""The project's Kedro pipelines (one package each: nodes.py, pipeline.py), and `bind`, the one way a template
-fixes a node function's namespace-specific arguments."""
+"""The project's Kedro pipelines (one package each: nodes.py, pipeline.py), `bind`, the one way a template
+fixes a node function's namespace-specific arguments, and `token_table`, the one way a node reads a task's token
+rows from their Parquet parts."""
 from functools import partial, update_wrapper
+from typing import Callable
+
+import pandas as pd
+
+Parts = dict[str, Callable[[], pd.DataFrame]]  # a partitioned dataset's parts, loaded on demand
 
 
 def bind(function, **fixed):
@@ -9,3 +15,8 @@ def bind(function, **fixed):
     bound = partial(function, **fixed)
     update_wrapper(bound, function)
     return bound
+
+
+def token_table(parts: Parts) -> pd.DataFrame:
+    """A task's token rows from its partitions, in part order."""
+    return pd.concat([load() for _, load in sorted(parts.items())], ignore_index=True)

@@ -3,13 +3,14 @@ score the held-out one. The work is in `services/evaluation` (folds, protocol, c
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any
 
 import matplotlib.figure
 import pandas as pd
 
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
+from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.config import (ComputeSettings, ExpnetPlusRecipes, ExpnetRecipe, ScoringSettings,
                                                  compute_settings, expnet_plus_recipes, expnet_recipe,
@@ -18,14 +19,6 @@ from learned_attribution.services.evaluation import cost, folds, protocol
 from learned_attribution.services.reporting import charts, pages
 
 logger = logging.getLogger(__name__)
-
-Parts = dict[str, Callable[[], pd.DataFrame]]  # a partitioned dataset's parts, loaded on demand
-
-
-def token_table(parts: Parts) -> pd.DataFrame:
-    """A task's token rows from its partitions, in part order."""
-    return pd.concat([load() for _, load in sorted(parts.items())], ignore_index=True)
-
 
 def fold_settings(crosstask: dict[str, Any], variants: dict[str, Any], layer: int, seed: int,
                   compute: dict[str, Any]) -> tuple[ScoringSettings, ExpnetRecipe, ExpnetPlusRecipes, ComputeSettings]:

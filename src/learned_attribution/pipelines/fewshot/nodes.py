@@ -3,24 +3,17 @@ prior and schedule chosen on the fold's training tasks, and scored on the fold's
 (`services/evaluation/fewshot.py`)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
 from learned_attribution.core.models.learned import LearnedModel, TrainingSettings
+from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.config import (ComputeSettings, ScoringSettings, compute_settings,
                                                  expnet_plus_recipes, scoring_settings)
 from learned_attribution.services.evaluation import fewshot
 from learned_attribution.services.evaluation.fewshot import FewShotCurveSettings, Refit
-
-Parts = dict[str, Callable[[], pd.DataFrame]]  # a partitioned dataset's parts, loaded on demand
-
-
-def token_table(parts: Parts) -> pd.DataFrame:
-    """A task's token rows from its partitions, in part order."""
-    return pd.concat([load() for _, load in sorted(parts.items())], ignore_index=True)
-
 
 def fewshot_settings(crosstask: dict[str, Any], variants: dict[str, Any], values: dict[str, Any], layer: int,
                      seed: int, compute: dict[str, Any]

@@ -25,7 +25,8 @@ from learned_attribution.core.models.learned import LearnedModel, TrainingSettin
 from learned_attribution.core.models.learned.fewshot import FewShotSettings, fine_tune
 
 from ..config import ScoringSettings, block, positive_int, variant
-from .folds import candidate_columns, check_training_tasks, fit_cross_task, rationale_tokens, signal_tables
+from .folds import (candidate_columns, check_training_tasks, cross_task_inputs, fit_cross_task, rationale_tokens,
+                    signal_tables)
 from .protocol import (as_learned_row, learned_rationale_scores, matched_baselines, rationale_test_examples,
                        scored_examples)
 
@@ -159,11 +160,9 @@ def choose_refits(model: LearnedModel, training: Sequence[pd.DataFrame], rho: fl
     chosen = {int(r.k): (r.prior, int(r.candidate)) for r in best.itertuples()}
     table["chosen"] = [k > 0 and chosen[k] == (prior, c)
                        for k, prior, c in zip(table["k"], table["prior"], table["candidate"])]
-    for k, (prior, candidate) in chosen.items():
+    for r in best.itertuples():
         logger.info("%s: few-shot k=%d: prior %s, schedule %s (mean validation AUROC %.4f over the training tasks)",
-                    fold, k, priors[prior][0].name, describe(settings.schedules[candidate]),
-                    means.loc[(means["k"] == k) & (means["prior"] == prior) & (means["candidate"] == candidate),
-                              "val_auroc"].iloc[0])
+                    fold, r.k, priors[r.prior][0].name, describe(settings.schedules[r.candidate]), r.val_auroc)
     return {k: Refit(prior, settings.schedules[c]) for k, (prior, c) in chosen.items()}, table
 
 
@@ -177,10 +176,7 @@ def fit_priors(model: LearnedModel, refits: Mapping[int, Refit], training: Seque
     needed = {refit.prior for refit in refits.values()} - {FOLD_PRIOR}
     if not needed:
         return models
-    parts = [signal_tables(table) for table in training]
-    check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
-    target = held_out.drop(columns=["token_label"])
-    stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
+    parts, target, stats = cross_task_inputs(training, held_out)
     priors = candidate_priors(model, settings, training[0])
     for name in sorted(needed):
         prior_variant, columns = priors[name]

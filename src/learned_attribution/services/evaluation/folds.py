@@ -123,6 +123,17 @@ def fit_cross_task(variant: Variant, sources: Sequence[dict[str, pd.DataFrame]],
                        columns=columns, rho=rho, settings=settings, device=device)
 
 
+def cross_task_inputs(training: Sequence[pd.DataFrame], held_out: pd.DataFrame
+                      ) -> tuple[list[dict[str, pd.DataFrame]], pd.DataFrame, dict[str, pd.DataFrame]]:
+    """What `fit_cross_task` reads for the held-out classifier: the training tasks' `signal_tables` parts, the
+    held-out signals unlabeled (its token labels dropped here), and every task's unlabeled rows by task."""
+    parts = [signal_tables(table) for table in training]
+    check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
+    target = held_out.drop(columns=["token_label"])
+    stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
+    return parts, target, stats
+
+
 def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: ExpnetPlusRecipes,
                        device: torch.device) -> pd.DataFrame:
     """Leave-one-training-task-out validation of every ExpNet+ candidate on the fold's training tasks (`training`:
@@ -144,11 +155,8 @@ def fit_expnet_plus(training: Sequence[pd.DataFrame], held_out: pd.DataFrame, bu
     """Every ExpNet+ candidate retrained on all the training tasks (early stopping on their validation rows) for the
     held-out classifier, whose signals (`held_out`) enter unlabeled (its token labels are dropped here; the
     `classifier` is only read for its shape, recorded in each saved variant's context)."""
-    parts = [signal_tables(table) for table in training]
-    check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
+    parts, target, stats = cross_task_inputs(training, held_out)
     columns = candidate_columns(training[0], recipes.variants)
-    target = held_out.drop(columns=["token_label"])
-    stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
     context = fold_context(classifier, fold, sorted(p["train"]["task"].iloc[0] for p in parts), budget["rho"], layer,
                            encoder, max_length)
     models = {}
