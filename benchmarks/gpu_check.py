@@ -66,7 +66,7 @@ def agreement(setup, device: torch.device, n_texts: int, batch_size: int, quick:
                                  / "expnet_plus_variants", config, seed)
     overrides = {"lime": {"n_samples": 40 if quick else 200}, "kernel_shap": {"n_samples": 40 if quick else 200},
                  "integrated_gradients": {"n_steps": 8 if quick else 20}}
-    students, _ = student_models(ROOT / "data" / "06_models" / f"student_{setup.task}" / "student", config, seed)
+    students, _ = student_models(ROOT / "data" / "06_models" / f"student_{setup.task}" / "student", cpu_model, seed)
     explainers = build_explainers(list(METHODS), overrides, expnet, plus, -1, setup.tokenizer, students)
     rows = []
     for name, explainer in explainers.items():

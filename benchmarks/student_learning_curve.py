@@ -23,7 +23,8 @@ from typing import Sequence
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-INPUTS = {"classifier": "{task}.classifier", "signals": "student_{task}.signals", "teacher": "student_{task}.teacher",
+INPUTS = {"classifier": "{task}.classifier", "texts": "student_{task}.train_texts",
+          "signals": "student_{task}.signals", "teacher": "student_{task}.teacher",
           "held_out": "student_{task}.held_out_texts", "reference": "student_{task}.reference_teacher"}
 
 
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
                                  f"amortize{' --env ' + args.env if args.env else ''}` first")
             data = {key: catalog.load(name) for key, name in names.items()}
             print(f"{task}: {len(data['teacher'])} teacher texts, {len(data['held_out'])} held-out", flush=True)
-            curve = learning_curve(data["classifier"], data["signals"], data["teacher"], data["held_out"],
+            curve = learning_curve(data["classifier"], data["texts"], data["signals"], data["teacher"], data["held_out"],
                                    data["reference"], settings, args.fractions)
             tables.append(curve.assign(task=task))
     table = pd.concat(tables, ignore_index=True)

@@ -191,7 +191,7 @@ def test_the_students_section_reads_the_amortize_reports(reports):
         return row
 
     pd.DataFrame({"variant": ["student_gradient", "student_forward"], "train_spearman": [0.75, 0.5],
-                  "val_spearman": [0.7, 0.45], "n_train": [40, 40], "n_val": [8, 8],
+                  "val_spearman": [0.7, 0.45], "n_train": [40, 40], "n_val": [8, 8], "best_epoch": [12, 3],
                   "selected": [True, False]}).to_csv(folder / "sst2_variants.csv", index=False)
     pd.DataFrame([interval("student", spearman=0.7), interval("teacher (kernel_shap)", spearman=0.6)]).to_csv(
         folder / "sst2_fidelity.csv", index=False)
@@ -208,9 +208,30 @@ def test_the_students_section_reads_the_amortize_reports(reports):
     assert row.startswith("| sst2 (48, n = 10) | 0.700 [0.600, 0.800] | 0.600 [0.500, 0.700] | yes | 0.750 | 0.300 [0.200, 0.400] "
                           "| 0.320 [0.220, 0.420] | 0.200 [0.100, 0.300] | yes |")  # 0.300 >= 0.9 x 0.320, > 0.200
     assert "| 0.950 | 0.0030 | 0.700 [0.680, 0.720] | 0.750 [0.730, 0.770] |  |" in row
-    assert "## Amortized students" in results_document(read)
+    document = results_document(read)
+    assert "## Amortized students" in document
+    assert "| sst2 | student_gradient | 0.750 | 0.700 | 12 | yes |\n| sst2 | student_forward | 0.500 | 0.450 | 3 |  |" \
+        in document  # every variant, from variants.csv
     assert marked_blocks(read)["students"] == students_table(read.students)
     weaker = pd.read_csv(folder / "sst2_faithfulness.csv")
     weaker.loc[weaker["method"] == "student", "comprehensiveness"] = 0.28  # under 0.9 x the teacher's 0.32
     weaker.to_csv(folder / "sst2_faithfulness.csv", index=False)
     assert "| 0.200 [0.100, 0.300] | no |" in students_table(Reports.read(reports).students)
+
+
+def test_a_students_row_without_a_rationale_test_set_leaves_its_auroc_cells_empty():
+    from learned_attribution.services.reporting.amortize import students_table
+
+    def interval(method, metric, value):
+        return {"method": method, "n_examples": 5, metric: value, f"{metric}_low": value - 0.1,
+                f"{metric}_high": value + 0.1}
+
+    tables = {"variants": pd.DataFrame({"variant": ["student_encoder"], "train_spearman": [0.8], "val_spearman": [0.6],
+                                        "n_train": [20], "n_val": [4], "best_epoch": [5], "selected": [True]}),
+              "fidelity": pd.DataFrame([interval("student", "spearman", 0.6), interval("teacher (x)", "spearman", 0.5)]),
+              "faithfulness": pd.DataFrame([interval(m, "comprehensiveness", v) for m, v in
+                                            (("student", 0.3), ("teacher (x)", 0.3), ("saliency", 0.1))]),
+              "cost": pd.DataFrame({"method": ["student", "teacher (x)"], "ratio_to_forward": [0.5, 0.01]})}
+    row = students_table({"own": tables}).splitlines()[2]
+    assert row.startswith("| own (24, n = 5) | 0.600 [0.500, 0.700] | 0.500 [0.400, 0.600] | yes |")
+    assert row.endswith("| 0.500 | 0.0100 |  |  |  |")

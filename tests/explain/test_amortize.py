@@ -223,7 +223,8 @@ def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifi
     noise = readable.assign(scores=readable["scores"].map(lambda s: rng.normal(size=len(s))))
     variants = student_variants({"position_only": {"feature_sets": ["position"]}})
     training = training_settings(hidden=8, learning_rate=1e-2, batch_size=8, max_epochs=40, patience=40, seeds=1)
-    fitted = [fit_student(classifier, signals, labels, variants, training)[1].iloc[0] for labels in (readable, noise)]
+    fitted = [fit_student(classifier, examples, signals, labels, variants, training)[1].iloc[0]
+              for labels in (readable, noise)]
     assert fitted[0]["train_spearman"] > 0.95 and fitted[0]["val_spearman"] > 0.95
     assert fitted[1]["train_spearman"] < 0.5
 
@@ -358,3 +359,48 @@ def test_a_student_is_served_as_a_pyfunc_model_like_a_fold(classifier_writer, tm
     [record] = model.predict(pd.DataFrame({"text": ["the movie is great and fun"]}))
     direct = StudentExplainer.from_folder(folder).explain(["the movie is great and fun"])[0].record()
     assert record["scores"] == direct["scores"] and set(record["scores"]) == {"student", "occlusion"}
+
+
+@pytest.mark.slow
+def test_an_encoder_student_is_fitted_saved_explained_served_and_bound_to_its_classifier(classifier_writer, tmp_path):
+    """The encoder student (a copy of the classifier's encoder with a token head) through every path a student
+    takes: amortize, its bundle, StudentExplainer, the served pyfunc model. Known answers: the API's token scores are
+    the network's own (sigmoid of its scores for the predicted class), the served record is the API's, and another
+    classifier of the same shape is refused."""
+    import mlflow.pyfunc
+
+    from learned_attribution.adapters.serving import save_model
+    from learned_attribution.core.models.learned import score_texts
+
+    classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
+    settings = quick_settings(variants=amortize_settings(
+        {"student": {"variants": {"student_encoder": DEFAULT_VARIANTS["student_encoder"]}}}, -1).variants)
+    result = amortize.amortize(classifier, texts(30), None, settings, tmp_path / "cache", progress=False)
+    assert list(result.variants["variant"]) == ["student_encoder"] and result.student.reads_token_ids
+    assert "copy of the classifier's encoder" in result.variants.at[0, "description"]
+    folder = save_student(tmp_path / "student", result, settings, classifier)
+    explainer = StudentExplainer.from_folder(folder)
+    held = unlabeled_examples(classifier, ["the movie is great and fun", "so boring"])[0]
+    scores, _ = scores_of(classifier, held, {"student": explainer.method("student")})
+    own = score_texts(result.student, held, classifier.tokenizer).set_index("example_id")["scores"]
+    for example_id, api in zip(scores["example_id"], scores["scores"]):
+        np.testing.assert_allclose(api, 1 / (1 + np.exp(-own[example_id])), rtol=1e-5, atol=1e-6)
+
+    model = mlflow.pyfunc.load_model(str(save_model(folder, tmp_path / "classifier", tmp_path / "model")))
+    [record] = model.predict(pd.DataFrame({"text": ["the movie is great and fun"]}))
+    assert record["scores"] == explainer.explain(["the movie is great and fun"])[0].record()["scores"]
+
+    other = load_classifier(classifier_writer(tmp_path / "other", seed=2))  # same shape, other weights
+    assert "student" in StudentExplainer.from_folder(folder, classifier=other).incompatible
+
+
+def test_the_held_out_texts_do_not_depend_on_how_many_texts_the_teacher_explains():
+    """Students taught on more or fewer texts are judged on the same held-out texts (and share the reference
+    teacher's cached parts)."""
+    from learned_attribution.services.amortize.examples import held_out_split
+
+    (few, held), (many, same_held) = (held_out_split(1000, AmortizeSettings(max_texts=m, held_out_texts=50))
+                                      for m in (100, 400))
+    assert np.array_equal(held, same_held) and len(held) == 50 and (len(few), len(many)) == (100, 400)
+    assert not set(many) & set(held) and len(set(many)) == 400
+    assert len(held_out_split(30, AmortizeSettings(held_out_texts=50))[1]) == 6  # a fifth of a small file

@@ -12,6 +12,7 @@ from typing import Callable, ClassVar, Sequence
 
 import torch
 
+from learned_attribution.core.models.features import special_token_mask
 from learned_attribution.core.models.runner import pad_batch
 
 
@@ -99,7 +100,7 @@ def padded_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | Non
                frame_token_ids: Sequence[int]) -> Batch:
     """Right-pad token id lists into a `Batch`; `frame_token_ids` ([CLS], [SEP], [PAD]) and padding are special."""
     ids, attention_mask = pad_batch(input_ids, pad_token_id)
-    special = torch.isin(ids, torch.as_tensor(list(frame_token_ids), dtype=torch.long)) | (attention_mask == 0)
+    special = special_token_mask(ids, attention_mask, frame_token_ids)
     target = None if target is None else torch.as_tensor(list(target), dtype=torch.long)
     return Batch(input_ids=ids, attention_mask=attention_mask, target=target,
                  special_mask=special, mask_token_id=mask_token_id, pad_token_id=pad_token_id)

@@ -295,6 +295,8 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
             parts.append(position_signals(input_ids, attention_mask, vocabulary))
         elif name == "token_kind":
             parts.append(token_kind_signals(input_ids, attention_mask, vocabulary))
+    if not parts:  # no feature set (an encoder student's table): the token rows alone
+        parts.append(torch.zeros((*input_ids.shape, 0)))
     return torch.cat([p.float() for p in parts], dim=-1), output.logits.detach().float()
 
 

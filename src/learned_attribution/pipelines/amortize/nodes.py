@@ -93,11 +93,12 @@ def student_signals(classifier: TrainedClassifier, texts: pd.DataFrame, settings
     return signals_of(classifier, texts, settings.feature_sets, settings.layer, 2 * settings.batch_size)
 
 
-def fit_student(classifier: TrainedClassifier, signals: pd.DataFrame, teacher: pd.DataFrame,
+def fit_student(classifier: TrainedClassifier, texts: pd.DataFrame, signals: pd.DataFrame, teacher: pd.DataFrame,
                 settings: AmortizeSettings, max_length: int, compute: ComputeSettings, *, task: str
                 ) -> tuple[LearnedModel, pd.DataFrame]:
-    """Every student variant trained on the teacher's scores; the best on validation Spearman is the student."""
-    return fitted(classifier, signals, teacher, settings.variants, settings.training_settings(), settings.val_fraction,
+    """Every student variant trained on the teacher's scores (of the training `texts`, from their `signals` or their
+    token ids); the best on validation Spearman is the student."""
+    return fitted(classifier, texts, signals, teacher, settings.variants, settings.training_settings(), settings.val_fraction,
                   settings.seed, compute.device, context=amortization.student_context(settings, max_length, task=task))
 
 

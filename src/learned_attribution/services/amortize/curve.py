@@ -11,8 +11,8 @@ from .settings import AmortizeSettings
 from .student import fit_student
 
 
-def learning_curve(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame, held_out: pd.DataFrame,
-                   reference_scores: pd.DataFrame, settings: AmortizeSettings,
+def learning_curve(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
+                   held_out: pd.DataFrame, reference_scores: pd.DataFrame, settings: AmortizeSettings,
                    fractions: Sequence[float] = (0.125, 0.25, 0.5, 1.0)) -> pd.DataFrame:
     """The student refit, as `fit_student` trains it (every variant, the best on validation kept), on nested seeded
     shares `fractions` of its teacher's texts, each fit scored against the reference on the held-out texts through
@@ -27,7 +27,7 @@ def learning_curve(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFra
     for fraction in sorted(fractions):
         n_texts = max(2, int(round(fraction * len(teacher_scores))))
         subset = teacher_scores.iloc[np.sort(order[:n_texts])]
-        student, variants = fit_student(classifier, signals, subset, settings.variants, settings.training_settings(),
+        student, variants = fit_student(classifier, texts, signals, subset, settings.variants, settings.training_settings(),
                                         settings.val_fraction, settings.seed)
         scores, _ = scores_of(classifier, held_out, {"student": student_method(classifier, student, settings.layer)},
                               settings.batch_size)

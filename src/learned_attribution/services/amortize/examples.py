@@ -65,27 +65,33 @@ def predicted_examples(classifier, examples: pd.DataFrame, batch_size: int = 32)
     return examples.assign(predicted=probabilities.argmax(1), probability=probabilities.max(1))
 
 
-def split_held_out(examples: pd.DataFrame, settings: AmortizeSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(training texts: at most `max_texts`, held-out texts: at most `held_out_texts`), a seeded split; when there
-    are fewer texts than both ask for, a fifth of them (one at least) is held out."""
-    order = np.random.default_rng(settings.seed).permutation(len(examples))
-    n_held = min(settings.held_out_texts, max(1, len(examples) // 5))
-    if len(examples) - n_held < 2:
-        raise ValueError(f"{len(examples)} usable texts: a student needs at least 3 (2 to train and stop on, 1 held "
-                         "out)")
-    held = examples.iloc[np.sort(order[:n_held])]
-    train = examples.iloc[np.sort(order[n_held:])]
+def held_out_split(n_texts: int, settings: AmortizeSettings) -> tuple[np.ndarray, np.ndarray]:
+    """(training rows, held-out rows) of `n_texts` texts, a seeded split: `held_out_texts` held out (when there are
+    fewer texts than that, a fifth of them, one at least), then at most `max_texts` of the rest. The held-out rows do
+    not depend on `max_texts`, so students taught on more or fewer texts are judged on the same held-out texts and
+    share their reference teacher's cached parts."""
+    order = np.random.default_rng(settings.seed).permutation(n_texts)
+    n_held = min(settings.held_out_texts, max(1, n_texts // 5))
+    if n_texts - n_held < 2:
+        raise ValueError(f"{n_texts} usable texts: a student needs at least 3 (2 to train and stop on, 1 held out)")
+    held, train = np.sort(order[:n_held]), np.sort(order[n_held:])
     if settings.max_texts is not None and len(train) > settings.max_texts:
-        train = train.iloc[np.sort(np.random.default_rng(settings.seed + 1).permutation(len(train))[:settings.max_texts])]
-    return train.reset_index(drop=True), held.reset_index(drop=True)
+        train = train[np.sort(np.random.default_rng(settings.seed + 1).permutation(len(train))[:settings.max_texts])]
+    return train, held
+
+
+def split_held_out(examples: pd.DataFrame, settings: AmortizeSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(training texts, held-out texts) of `examples`, split as `held_out_split`."""
+    train, held = held_out_split(len(examples), settings)
+    return examples.iloc[train].reset_index(drop=True), examples.iloc[held].reset_index(drop=True)
 
 
 def task_examples(classifier, tokenized: pd.DataFrame, settings: AmortizeSettings, role: str = "classifier_train",
                   batch_size: int = 64) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """A task's unlabeled texts for its classifier's student: the `role` rows of its tokenized table (its training
-    texts: never a rationale set), those with fewer than `MIN_TOKENS` real tokens skipped (listed), a seeded sample
-    of `max_texts` + `held_out_texts`, predicted by the classifier, split as `split_held_out`. Returns (training
-    texts, held-out texts, skipped)."""
+    texts: never a rationale set), those with fewer than `MIN_TOKENS` real tokens skipped (listed), split as
+    `held_out_split`, the chosen ones predicted by the classifier. Returns (training texts, held-out texts,
+    skipped)."""
     rows = tokenized[tokenized["role"] == role].reset_index(drop=True)
     if not len(rows):
         raise ValueError(f"the tokenized table has no {role!r} rows to train a student on")
@@ -93,12 +99,11 @@ def task_examples(classifier, tokenized: pd.DataFrame, settings: AmortizeSetting
     if len(skipped):
         logger.warning("%d of %d %s texts skipped (fewer than %d real tokens: nothing to rank)", len(skipped),
                        len(rows), role, MIN_TOKENS)
-    wanted = settings.held_out_texts + (settings.max_texts or len(usable))
-    if len(usable) > wanted:
-        usable = usable.sample(n=wanted, random_state=settings.seed).sort_index()
-    examples = predicted_examples(classifier, usable[["example_id", "input_ids"]].reset_index(drop=True), batch_size)
-    train, held_out = split_held_out(examples, settings)
-    return train, held_out, skipped
+    train, held = held_out_split(len(usable), settings)  # split first: only the texts used are predicted
+    chosen = usable[["example_id", "input_ids"]].reset_index(drop=True)
+    predicted = predicted_examples(classifier, chosen.iloc[np.r_[train, held]].reset_index(drop=True), batch_size)
+    return predicted.iloc[:len(train)].reset_index(drop=True), predicted.iloc[len(train):].reset_index(drop=True), \
+        skipped
 
 
 def classifier_max_length(classifier, settings: AmortizeSettings) -> int:

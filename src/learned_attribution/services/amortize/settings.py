@@ -12,7 +12,9 @@ from .teacher import Teacher
 
 # The student variants: one over forward-pass signals only (about a forward pass in cost), one that adds the gradient
 # sets (one backward pass), and each of the two with the tokens' last hidden states (`hidden_state`: the token in its
-# context; globally standardised, since z-scores within the example would remove the text's shared representation).
+# context; globally standardised, since z-scores within the example would remove the text's shared representation);
+# and the encoder student, a copy of the classifier's encoder whose top four blocks and token head are trained (a
+# second forward pass; it reads how the tokens interact, which a per-token network cannot).
 _FORWARD_SETS = ("attention", "raw_attention_layers", "afn_norm", "position", "token_kind")
 _GRADIENT_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers",
                   "afn_norm", "position", "token_kind")
@@ -21,6 +23,7 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "student_gradient": {"feature_sets": _GRADIENT_SETS, "example_z": True},
     "student_forward_hidden": {"feature_sets": (*_FORWARD_SETS, "hidden_state")},
     "student_gradient_hidden": {"feature_sets": (*_GRADIENT_SETS, "hidden_state")},
+    "student_encoder": {"feature_sets": (), "network": "encoder", "learning_rate": 1.0e-4},
 }
 DEFAULT_TRAINING: dict[str, Any] = {"hidden": 32, "alpha": 0.25, "gamma": 2.0, "learning_rate": 2.0e-3,
                                     "batch_size": 32, "batch_unit": "examples", "max_epochs": 60, "patience": 6,

@@ -1,4 +1,5 @@
-"""The student: the classifier's signals, and the learned-explainer core trained on the teacher's scores."""
+"""The student: the classifier's signals, and the learned-explainer core trained on the teacher's scores (a
+per-token network over the signals, or an encoder student over the texts themselves)."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +11,8 @@ import torch
 
 from learned_attribution.core.metrics.fidelity import mean_example_spearman
 from learned_attribution.core.models.artifacts import classifier_fingerprint, classifier_signature
-from learned_attribution.core.models.learned import TrainingSettings, Variant, fit_variant, score_examples
+from learned_attribution.core.models.learned import (TrainingSettings, Variant, fit_encoder_variant, fit_variant,
+                                                     score_examples, score_texts)
 from learned_attribution.core.models.signals import model_columns, signal_rows
 
 logger = logging.getLogger(__name__)
@@ -55,27 +57,38 @@ def split_examples(example_ids: Sequence[str], fraction: float, seed: int) -> tu
     return [i for i in ids if i not in val], [i for i in ids if i in val]
 
 
-def fit_student(classifier, signals: pd.DataFrame, teacher_scores: pd.DataFrame, variants: Sequence[Variant],
-                settings: TrainingSettings, val_fraction: float = 0.15, seed: int = 0,
+def fit_student(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
+                variants: Sequence[Variant], settings: TrainingSettings, val_fraction: float = 0.15, seed: int = 0,
                 device: str | torch.device = "cpu", context: dict | None = None):
     """Every variant trained to reproduce the teacher (objective `distill`, early stopping on the validation texts'
-    mean per-example Spearman); returns (the student: the variant with the best validation Spearman, the table of
-    every variant: name, description, mean per-example Spearman with the labels on its own training texts and on
-    the validation texts, best epoch). The student's context records the classifier it is bound to."""
+    mean per-example Spearman) on the teacher's `texts` (example_id, input_ids, predicted): a per-token variant from
+    their `signals`, an encoder student (`network: encoder`) from their token ids. Returns (the student: the variant
+    with the best validation Spearman, the table of every variant: name, description, mean per-example Spearman
+    with the labels on its own training texts and on the validation texts, best epoch). The student's context
+    records the classifier it is bound to."""
     rows = labelled_rows(signals, teacher_scores).assign(task="teacher")
     train_ids, val_ids = split_examples(rows["example_id"], val_fraction, seed)
     train, val = rows[rows["example_id"].isin(train_ids)], rows[rows["example_id"].isin(val_ids)]
+    labelled = teacher_scores[["example_id", "scores"]].merge(texts[["example_id", "input_ids", "predicted"]],
+                                                              on="example_id", how="left", validate="one_to_one")
     config = classifier.model.config
     trained, table = {}, []
     for variant in variants:
-        columns = model_columns(variant.feature_sets, config)
-        model = fit_variant(variant, train, val, columns=columns, rho=0.2, settings=settings, device=device)
+        if variant.network == "encoder":
+            train_texts = labelled[labelled["example_id"].isin(train_ids)]
+            model = fit_encoder_variant(variant, classifier.model, classifier.tokenizer, train_texts,
+                                        labelled[labelled["example_id"].isin(val_ids)], settings=settings,
+                                        device=device)
+            own = score_texts(model, train_texts, classifier.tokenizer)
+        else:
+            model = fit_variant(variant, train, val, columns=model_columns(variant.feature_sets, config), rho=0.2,
+                                settings=settings, device=device)
+            own = score_examples(model, train)
         trained[variant.name] = model
         # How well it reproduces the labels it was trained on: a value near val_spearman means the student
         # underfits (its inputs cannot express the teacher), not that it lacks texts.
-        on_train = mean_example_spearman(score_examples(model, train), teacher_scores)
         table.append({"variant": variant.name, "description": variant.describe(), "n_train": len(train_ids),
-                      "n_val": len(val_ids), "train_spearman": on_train,
+                      "n_val": len(val_ids), "train_spearman": mean_example_spearman(own, teacher_scores),
                       "val_spearman": float(np.mean(model.member_val_scores)),
                       "best_epoch": model.best_epoch, "epochs": len(model.history)})
     table = pd.DataFrame(table).sort_values("val_spearman", ascending=False, kind="mergesort")

@@ -66,8 +66,8 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
     reference teacher on the held-out texts (the teacher's own at the training budget beside it; the student's with
     its labels on its own training texts, which says whether it underfits), comprehensiveness
     AOPC (student, teacher, saliency), throughput as a ratio to a forward pass, and AUROC on the rationale test set
-    (student, saliency, ExpNet+), with 95% intervals; beside the task, the texts the student
-    learned from (its teacher's labelled training and validation texts) and the held-out texts."""
+    (student, saliency, ExpNet+; empty without a `plausibility` table), with 95% intervals; beside the task, the texts
+    the student learned from (its teacher's labelled training and validation texts) and the held-out texts."""
     lines = []
     for task, tables in students.items():
         def row(name: str, method: str, prefix: bool = False) -> pd.Series | None:
@@ -79,7 +79,8 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
         def shown(record, metric: str) -> str:
             return "" if record is None else interval_text(record, metric)
 
-        plausible = tables["plausibility"]
+        plausible = tables.get("plausibility")  # none for a classifier without a rationale test set (yours)
+        plausible = pd.DataFrame({"method": [], "subset": [], "rule": []}) if plausible is None else plausible
         plausible = plausible[(plausible["subset"] == "all") & (plausible["rule"] == "matched")]
         auroc = {m: plausible[plausible["method"] == m] for m in ("student", "saliency", "expnet_plus")}
         student, teacher = row("fidelity", "student"), row("fidelity", "teacher", prefix=True)
@@ -103,3 +104,19 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
             f"{cost.get('student', float('nan')):.3f}", f"{teacher_cost:.4f}",
             *[interval_text(frame.iloc[0], "auroc") if len(frame) else "" for frame in auroc.values()]])
     return table_lines(STUDENT_COLUMNS, lines)
+
+
+VARIANT_COLUMNS = ["task", "student variant", "Spearman with its labels: training texts", "validation texts",
+                   "best epoch", "selected"]
+
+
+def student_variants_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
+    """Markdown: every student variant of each task classifier (`variants.csv`), best validation first: its
+    Spearman with the teacher's labels on its own training texts and on the validation texts (the one it is
+    selected by); a training value near the validation one says the variant underfits."""
+    lines = []
+    for task, tables in students.items():
+        for _, row in tables["variants"].iterrows():
+            lines.append([task, str(row["variant"]), f"{row['train_spearman']:.3f}", f"{row['val_spearman']:.3f}",
+                          str(int(row["best_epoch"])), "yes" if bool(row["selected"]) else ""])
+    return table_lines(VARIANT_COLUMNS, lines)

@@ -28,7 +28,7 @@ from learned_attribution.core.tasks import FOLD_PREFIX, TASKS, held_out_task
 
 from ..evaluation.cost import cost_plausibility
 from .afn import afn_comparison_table
-from .amortize import STUDENT_TABLES, students_table
+from .amortize import STUDENT_TABLES, student_variants_table, students_table
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
                         paper_comparison_table, shape_free_table, transfer_table)
 from .fewshot import fewshot_headline
@@ -263,7 +263,9 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
                   "Per task classifier, a one-pass student trained on its teacher's attributions of the task's "
                   "unlabeled training texts (docs/amortize.md): fidelity, faithfulness and throughput on further "
                   "held-out texts, AUROC on the rationale test set at the fold's matched budget.", "",
-                  students_table(reports.students), ""]
+                  students_table(reports.students), "",
+                  "Every student variant (`amortize/<task>_variants.csv`), the selected one by its validation "
+                  "Spearman with the teacher's labels:", "", student_variants_table(reports.students), ""]
         charts = " ".join(f"[{kind} {task}](images/amortize_{kind}_{task}.png)" for task in reports.students
                           for kind in ("cost_plausibility", "cost_faithfulness")
                           if (folder / "amortize" / f"{kind}_{task}.png").is_file())

@@ -7,6 +7,8 @@
 - `losses`: focal (the paper's), pairwise and listwise ranking losses.
 - `pseudo`: self-training's pseudo-rationales.
 - `training`: the one loop (`fit_variant`) and the trained `LearnedModel`.
+- `encoder`: the encoder student's network (a copy of the classifier's encoder with a token head, `network:
+  encoder`) and its loop, `fit_encoder_variant` (it reads token ids, not signal columns).
 - `selection`: leave-one-training-task-out choice of a variant, and the best shape-free one.
 
 The transfer ideas a variant may switch on:
@@ -35,8 +37,9 @@ from .inputs import InputPipeline
 from .networks import GatedExpNet, SimplexStack, build_network, build_variant_network, head_of_columns
 from .recipe import TrainingSettings, Variant
 from .selection import best_shape_free, select_variant
-from .training import LearnedModel, calibrate_threshold, fit_variant, score_examples, validation_auroc
+from .training import (LearnedModel, calibrate_threshold, fit_encoder_variant, fit_variant, score_examples,
+                       score_texts, validation_auroc)
 
 __all__ = ["GatedExpNet", "InputPipeline", "LearnedModel", "SimplexStack", "TrainingSettings", "Variant",
-           "best_shape_free", "build_network", "build_variant_network", "calibrate_threshold", "fit_variant",
-           "head_of_columns", "score_examples", "select_variant", "validation_auroc"]
+           "best_shape_free", "build_network", "build_variant_network", "calibrate_threshold", "fit_encoder_variant",
+           "fit_variant", "head_of_columns", "score_examples", "score_texts", "select_variant", "validation_auroc"]

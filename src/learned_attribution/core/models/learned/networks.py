@@ -1,6 +1,7 @@
 """The networks of the learned explainers: ExpNet's 2-layer network (optionally with per-head gates) and the convex
-stack. Every network holds `members` independent copies (seeds) side by side: inputs [..., F] -> logits
-[members, ...]; a network is rebuilt from its `architecture()` dict, as saved with a trained explainer."""
+stack, each holding `members` independent copies (seeds) side by side: inputs [..., F] -> logits [members, ...];
+and the encoder student's network (`encoder.EncoderTokenHead`: token ids -> per-class token scores). A network is
+rebuilt from its `architecture()` dict, as saved with a trained explainer."""
 from __future__ import annotations
 
 import re
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .encoder import EncoderTokenHead
 from .inputs import ANCHOR_SCALE
 from .recipe import TrainingSettings, Variant
 
@@ -100,6 +102,8 @@ def build_network(architecture: dict) -> nn.Module:
         return GatedExpNet(**architecture)
     if kind == "SimplexStack":
         return SimplexStack(**architecture)
+    if kind == "EncoderTokenHead":
+        return EncoderTokenHead.from_architecture(**architecture)
     raise ValueError(f"unknown ExpNet+ network class {kind!r}")
 
 
@@ -113,7 +117,11 @@ def head_of_columns(columns: Sequence[str]) -> list[int]:
 
 
 def build_variant_network(variant: Variant, columns: Sequence[str], settings: TrainingSettings) -> nn.Module:
-    """A new (randomly initialised, from torch's global seed) network for `variant` over `columns`."""
+    """A new (randomly initialised, from torch's global seed) network for `variant` over `columns` (an encoder
+    student's is built from its classifier: `EncoderTokenHead.from_classifier`)."""
+    if variant.network == "encoder":
+        raise ValueError(f"variant {variant.name!r}: an encoder student's network is a copy of its classifier's "
+                         "encoder (fit_encoder_variant), not a network over signal columns")
     if variant.network == "simplex":
         return SimplexStack(len(columns), members=settings.seeds)
     return GatedExpNet(len(columns), settings.hidden, head_of_columns(columns) if variant.gating else None,

@@ -21,6 +21,7 @@ from learned_attribution.core.metrics.fidelity import example_spearman
 from learned_attribution.core.metrics.plausibility import (example_aurocs, mean_example_auroc, precision_recall_f1,
                                                        threshold_mask)
 
+from .encoder import EncoderTokenHead, class_scores, encoder_scores, train_encoder
 from .inputs import InputPipeline
 from .losses import objective
 from .networks import SimplexStack, build_variant_network
@@ -114,11 +115,27 @@ class LearnedModel:
     def shape_free(self) -> bool:
         return self.variant.shape_free
 
+    @property
+    def reads_token_ids(self) -> bool:
+        """An encoder student: it reads the text's token ids (`token_scores`), not signal columns (`predict`)."""
+        return isinstance(self.net, EncoderTokenHead)
+
+    def token_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, target: torch.Tensor
+                     ) -> torch.Tensor:
+        """An encoder student's token probabilities [B, T] for the class each text explains (`target` [B]), on the
+        device of `input_ids`."""
+        self.net.to(input_ids.device)
+        with torch.inference_mode():
+            return torch.sigmoid(class_scores(self.net, input_ids, attention_mask, target).float())
+
     def predict(self, features: np.ndarray, example_ids: np.ndarray | None = None,
                 member: int | None = None) -> np.ndarray:
         """Token probabilities for raw signals [N, len(columns)] of the target classifier: the seeds' ensemble,
         or one seed's network (`member`). `example_ids` (one per row) are needed by the variants that read whole
         examples (example_z, anchor, simplex)."""
+        if self.reads_token_ids:
+            raise TypeError(f"{self.variant.name} is an encoder student: it reads token ids (token_scores), not "
+                            "signal columns")
         inputs, offsets = self.inputs.transform(features, example_ids)
         return self.network_probabilities(torch.as_tensor(inputs), 0.0 if offsets is None else torch.as_tensor(offsets),
                                           member)
@@ -306,6 +323,26 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, *, col
     logger.info("%s: best epochs %s of %d, validation %s per seed %s", variant.name, model.member_best_epochs,
                 len(model.history), variant.stopping.replace("_", " "), np.round(best, 4).tolist())
     return model
+
+
+def fit_encoder_variant(variant: Variant, model: nn.Module, tokenizer, train: pd.DataFrame, val: pd.DataFrame, *,
+                        settings: TrainingSettings, device: torch.device | str = "cpu") -> LearnedModel:
+    """The encoder student of `variant` (network `encoder`) for classifier `model`: a copy of its encoder trained on
+    `train` texts (example_id, input_ids, predicted, scores: the teacher's, one per scored token), stopped early on
+    `val`'s (`encoder.train_encoder`; the step is the variant's learning_rate). Returned on the CPU."""
+    torch.manual_seed(settings.seed)
+    net = EncoderTokenHead.from_classifier(model, variant.encoder_blocks)
+    history, best_epoch, best = train_encoder(net, tokenizer, train, val, variant.learning_rate or
+                                              settings.learning_rate, settings, device)
+    logger.info("%s: best epoch %d of %d, validation Spearman %.4f", variant.name, best_epoch, len(history), best)
+    return LearnedModel(variant, InputPipeline([]), net, history=history, best_epoch=best_epoch,
+                        member_best_epochs=[best_epoch], member_val_scores=[best])
+
+
+def score_texts(model: LearnedModel, examples: pd.DataFrame, tokenizer, batch_size: int = 32) -> pd.DataFrame:
+    """An encoder student's token scores (example_id, scores over the scored tokens) of texts (example_id, input_ids,
+    predicted)."""
+    return encoder_scores(model.net, examples, tokenizer, batch_size)
 
 
 def score_examples(model: LearnedModel, table: pd.DataFrame, member: int | None = None) -> pd.DataFrame:
