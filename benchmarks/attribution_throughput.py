@@ -104,7 +104,7 @@ def paper_expnet_spec(seed: int = 13) -> tuple[object, object]:
     variant of the one learned-explainer core and its training settings."""
     from learned_attribution.services.config import expnet_recipe
 
-    recipe = expnet_recipe(crosstask_params()[0], seed)
+    recipe = expnet_recipe(crosstask_params()[0]["expnet"], seed)
     return recipe.variant, recipe.training
 
 
@@ -150,12 +150,12 @@ def load_expnet(path: Path, n_features: int, seed: int) -> tuple[object, str]:
 
 
 def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
-    """{variant name: ExpNet+}: the pipeline's retrained variants when present (`fold_training/heldout_<task>/
-    expnet_plus_variants`) and readable, else every candidate of `crosstask.expnet_plus` (its recipe from the
-    variant catalogue, parsed as the pipeline parses them) with an untrained network and identity input statistics
-    (same cost)."""
+    """{variant name: ExpNet+}: the ablation's retrained candidates when present (`fold_training/heldout_<task>/
+    expnet_plus_variants`, `kedro run --pipeline ablation`) and readable, else the main job's recipe and its
+    shape-free variant (`crosstask.expnet_plus`, recipes from the variant catalogue, parsed as the pipeline parses
+    them) with an untrained network and identity input statistics (same cost)."""
     from learned_attribution.core.models.artifacts import load_learned_collection
-    from learned_attribution.services.config import expnet_plus_recipes
+    from learned_attribution.services.config import expnet_plus_recipe
 
     why = f"{path} not found"
     if path.is_dir():
@@ -163,8 +163,9 @@ def expnet_plus_models(path: Path, config, seed: int) -> tuple[dict, str]:
             return load_learned_collection(path), f"trained variants {path}"
         except ValueError as error:  # an older artifact format
             why = str(error)
-    recipes = expnet_plus_recipes(*crosstask_params(), seed)
-    return untrained_explainers(recipes.variants, recipes.training, config, seed), \
+    crosstask, catalogue = crosstask_params()
+    recipe = expnet_plus_recipe(crosstask["expnet_plus"], catalogue, seed)
+    return untrained_explainers(recipe.variants, recipe.training, config, seed), \
         f"untrained networks ({why}); same cost"
 
 

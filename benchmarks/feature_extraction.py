@@ -297,7 +297,8 @@ def training_steps(model: torch.nn.Module, examples: pd.DataFrame, batch_size: i
     def step_for(batch: list[int]) -> Step:
         def run() -> int:
             input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id)
-            training_step(model, optimizer, loss_fn, input_ids, attention_mask, labels[batch], bf16)
+            training_step(model, list(model.parameters()), optimizer, loss_fn, input_ids, attention_mask,
+                          labels[batch], bf16)
             return len(batch)
         return run
 

@@ -1,8 +1,8 @@
 """Project pipelines."""
 from kedro.pipeline import Pipeline
 
-from learned_attribution.pipelines import (afn, amortize, classifiers, crosstask, data_processing, evaluate_external,
-                                          fewshot, transfer)
+from learned_attribution.pipelines import (ablation, afn, amortize, classifiers, crosstask, data_processing,
+                                          evaluate_external, fewshot, transfer)
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -13,6 +13,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         "data_processing": data_processing.create_pipeline(),
         "classifiers": classifiers.create_pipeline(),
         "folds": crosstask.create_folds(),
+        "ablation": ablation.create_pipeline(),
         "afn": afn.create_pipeline(),
         "evaluate_external": evaluate_external.create_pipeline(),
         "transfer": transfer.create_pipeline(),

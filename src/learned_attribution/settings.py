@@ -1,10 +1,13 @@
 """Kedro project settings."""
 from kedro.config import OmegaConfigLoader
 
-from learned_attribution.adapters.hooks import MlflowRunsHook, NodeTimingHook
+from learned_attribution.adapters.hooks import MlflowRunsHook, NodeTimingHook, StaleOutputsHook, UpstreamInputsHook
 from learned_attribution.core.tasks import held_out_task
 
-HOOKS = (MlflowRunsHook(), NodeTimingHook())
+# Pluggy calls the last registered first: the upstream inputs are checked before anything else (a run that cannot
+# start sets nothing aside and opens no MLflow run), stale outputs are set aside before the MLflow hook reads which
+# nodes an `--only-missing-outputs` run will run.
+HOOKS = (NodeTimingHook(), MlflowRunsHook(), StaleOutputsHook(), UpstreamInputsHook())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 # Parameters merge softly: an environment (conf/smoke) overrides only the keys it names. `${held_out_task:<fold>}`

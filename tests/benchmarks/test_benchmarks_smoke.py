@@ -90,13 +90,13 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     import yaml
 
     from learned_attribution.services.amortize.settings import DEFAULT_VARIANTS
-    from learned_attribution.services.config import expnet_plus_recipes
+    from learned_attribution.services.config import expnet_plus_recipe
 
-    # The ExpNet+ candidates of the pipeline (crosstask.expnet_plus), their recipes from the variant catalogue.
+    # The main job's ExpNet+ recipe and its shape-free variant (crosstask.expnet_plus), from the variant catalogue.
     crosstask = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_crosstask.yml").read_text())["crosstask"]
     catalogue = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_expnet_plus_variants.yml").read_text())[
         "expnet_plus_variants"]
-    variants = {v.name: v for v in expnet_plus_recipes(crosstask, catalogue, 0).variants}
+    variants = {v.name: v for v in expnet_plus_recipe(crosstask["expnet_plus"], catalogue, 0).variants}
     students = [f"student:{v}" for v in DEFAULT_VARIANTS]
     expected = [n for n in METHODS if n not in ("expnet_plus", "student")] + [f"expnet_plus:{v}" for v in variants]
     expected += students
@@ -252,3 +252,43 @@ def test_the_api_entries_words_give_back_the_same_tokens_in_every_family(scripts
         ids = prepare_tokenizer(tokenizer)(words, is_split_into_words=True)["input_ids"]
         spelled = attribution_throughput.words_of(ids, tokenizer)
         assert prepare_tokenizer(tokenizer)(spelled, is_split_into_words=True)["input_ids"] == ids, (words, spelled)
+
+
+def test_finetune_step_profiles_both_configurations(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import finetune_step
+
+    table = finetune_step.main(["--quick", "--task", "cola", "--bf16", "off", "--output-dir", str(tmp_path)])
+    assert list(table["configuration"]) == ["every weight", "word embeddings frozen"]
+    full, frozen = table["trained_parameters"]
+    assert frozen < full  # MiniLM's word embeddings (30,522 x 384) are not among the frozen run's parameters
+    assert full - frozen == 30522 * 384
+    for column in ("forward_s", "backward_s", "clip_s", "optimizer_s", "step_s", "step_vs_every_weight"):
+        assert positive_finite(table[column])
+    assert table["kernels"].str.contains("bf16 autocast off").all()
+    assert (tmp_path / "finetune_step.csv").is_file()
+
+
+def test_stage_benchmark_moves_only_the_data_root_and_reads_wall_time(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import stage_benchmark
+    import yaml
+
+    conf = stage_benchmark.conf_copy(tmp_path, "smoke", tmp_path / "data")
+    assert yaml.safe_load((conf / "smoke" / "globals.yml").read_text())["data_root"] == str(tmp_path / "data")
+    assert (conf / "base" / "catalog.yml").read_text() == (PROJECT_ROOT / "conf" / "base" / "catalog.yml").read_text()
+    timings = pd.DataFrame({"stage": ["classifiers", "classifiers", "folds"], "seconds": [60.0, 30.0, 20.0],
+                            "start_s": [0.0, 60.0, 90.0], "end_s": [60.0, 90.0, 130.0], "kernels": ["k"] * 3})
+    rows = pd.DataFrame(stage_benchmark.stage_rows("slow", {"timings": timings, "seconds": 140.0, "peak_gb": 1.5}))
+    assert list(rows["stage"]) == ["classifiers", "folds", "total"]
+    assert list(rows["wall_min"] * 60) == [90.0, 40.0, 130.0] and list(rows["node_min"] * 60) == [90.0, 20.0, 110.0]
+    assert rows["peak_rss_gb"].iloc[-1] == 1.5
+
+
+def test_stage_benchmark_refuses_slow_kernels_without_avx2(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import stage_benchmark
+
+    monkeypatch.setattr(stage_benchmark, "cpu_flags", lambda: {"sse2", "neon"})
+    with pytest.raises(SystemExit, match="lacks AVX2: the slow kind's kernels"):
+        stage_benchmark.main(["--output-dir", str(tmp_path)])

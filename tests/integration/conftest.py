@@ -70,3 +70,10 @@ def smoke_crosstask_run(smoke_tracking_uri) -> Path:
     missing = [str(path) for path in smoke_crosstask_outputs() if not path.is_file()]
     assert not missing, f"crosstask --env smoke did not write {missing}"
     return SMOKE_DATA
+
+
+@pytest.fixture(scope="session")
+def smoke_ablation_run(smoke_crosstask_run, smoke_tracking_uri) -> Path:
+    """data/smoke holding fresh smoke ablation outputs (after the smoke main job), once per test session."""
+    run_smoke("ablation", smoke_tracking_uri)
+    return SMOKE_DATA

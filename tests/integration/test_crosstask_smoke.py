@@ -50,25 +50,25 @@ def test_every_fold_scores_fifteen_methods_and_the_floors(smoke_run):
         assert "<html>" in (report / f"heatmaps_{task}.html").read_text()
     summary = (SMOKE / "08_reporting" / "crosstask_summary.md").read_text()
     assert all(f"## {fold}" in summary for fold in FOLDS) and "Paper (bert-base)" in summary
-    assert "ExpNet+ (chosen variant)" in summary
+    assert summary.count("ExpNet+ (stack_self_training_magnitude: ") == len(FOLDS)
     assert summary.count("- AUROC by prediction: correctly predicted") == len(FOLDS)
-    assert summary.count("(selected): validation") == len(FOLDS) and "per seed" in summary
+    assert "selected" not in summary  # one recipe: the candidates and their selection are the ablation's
 
 
-def test_expnet_plus_selection_and_ablation(smoke_run):
-    """Every configured variant is validated both ways on the training tasks and scored on the held-out
-    one; exactly one is chosen, it is the one with the best mean validation AUROC, and it is the ExpNet+
-    the fold explains with (its ablation AUROC equals the fold's expnet_plus AUROC)."""
+def test_the_ablation_validates_every_candidate_beside_the_main_jobs_recipe(smoke_ablation_run, smoke_tracking_uri):
+    """Every configured candidate is validated both ways on the training tasks and scored on the held-out one;
+    the selection rule picks the best mean validation AUROC; the main job's recipe, retrained with the ablation's
+    seeds, is marked, and the fold's own ExpNet+ sits beside the candidates as the main job scored it."""
     import yaml
 
-    # The smoke folds select among the candidates the smoke environment names (parameters merge softly).
-    variants = set(yaml.safe_load((PROJECT_ROOT / "conf/smoke/parameters_crosstask.yml").read_text())
-                   ["crosstask"]["expnet_plus"]["candidates"])
+    # The smoke ablation's candidates (parameters merge softly).
+    variants = set(yaml.safe_load((PROJECT_ROOT / "conf/smoke/parameters_ablation.yml").read_text())
+                   ["ablation"]["candidates"])
     ablation = pd.read_csv(SMOKE / "08_reporting" / "expnet_plus_ablation.csv")
     metrics = pd.read_csv(SMOKE / "08_reporting" / "crosstask_metrics.csv")
     for fold in FOLDS:
         task = fold.removeprefix("heldout_")
-        selection = pd.read_csv(SMOKE / "08_reporting" / "crosstask" / f"expnet_plus_selection_{task}.csv")
+        selection = pd.read_csv(SMOKE / "08_reporting" / "ablation" / f"expnet_plus_selection_{task}.csv")
         assert set(selection["variant"]) == variants
         assert len(selection[selection["direction"] != "mean"]) == 2 * len(variants)
         means = selection[selection["direction"] == "mean"].set_index("variant")["val_auroc"]
@@ -76,34 +76,43 @@ def test_expnet_plus_selection_and_ablation(smoke_run):
         assert list(chosen) == [means.idxmax()]
         rows = ablation[ablation["fold"] == fold]
         assert variants <= set(rows["variant"])
-        assert {"best baseline", "floor"} <= set(rows["description"])
-        chosen_row = rows[rows["selected"]]
+        assert {"main job", "best baseline", "floor"} <= set(rows["description"])
+        marked = rows.loc[rows["variant"].isin(variants) & rows["main_recipe"].astype(bool), "variant"]
+        assert list(marked) == ["stack_self_training_magnitude"]
+        main_row = rows[rows["description"] == "main job"]
         fold_row = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus")
                            & (metrics["subset"] == "all") & (metrics["rule"] == "matched")]
-        assert chosen_row["auroc"].iloc[0] == pytest.approx(fold_row["auroc"].iloc[0], abs=1e-4)
-        # split by prediction, the chosen variant's rows are the fold's expnet_plus rows of those subsets, and the
-        # best baseline's are its own
+        assert main_row["auroc"].iloc[0] == pytest.approx(fold_row["auroc"].iloc[0], abs=1e-12)
+        # split by prediction, the reference rows are the fold's own rows of those subsets
         best_row = rows[rows["description"] == "best baseline"]
         best = best_row["variant"].iloc[0].removesuffix(" (best baseline)")
         for subset in ("correct", "incorrect"):
-            for method, row in (("expnet_plus", chosen_row), (best, best_row)):
+            for method, row in (("expnet_plus", main_row), (best, best_row)):
                 subset_row = metrics[(metrics["fold"] == fold) & (metrics["method"] == method)
                                      & (metrics["subset"] == subset) & (metrics["rule"] == "matched")]
                 expected = subset_row["auroc"].iloc[0] if len(subset_row) else float("nan")  # none mispredicted
                 assert row[f"auroc_{subset}"].iloc[0] == pytest.approx(expected, abs=1e-4, nan_ok=True)
-        # three seeds per variant; the ensemble is scored, and each seed's own network too
+        # the ablation's seeds per variant; the ensemble is scored, and each seed's own network too
         candidates = rows[rows["variant"].isin(variants)]
-        assert (candidates["seeds"] == 3).all() and candidates["auroc_seed_sd"].ge(0).all()
+        assert (candidates["seeds"] == 2).all() and candidates["auroc_seed_sd"].ge(0).all()
         assert (candidates["auroc_seed_min"] <= candidates["auroc_seed_max"]).all()
         stack = candidates.set_index("variant").loc["stack_agreement"]
         assert "convex stack" in stack["description"] and stack["n_pseudo_examples"] > 0
         assert len(stack["stack_weights"].split(", ")) == 5
-        # every candidate is on the fold's cost chart: timed beside a forward pass
-        cost = pd.read_csv(SMOKE / "08_reporting" / "crosstask" / f"expnet_plus_cost_{task}.csv")
+        # every candidate is on the ablation's cost chart: timed beside a forward pass
+        cost = pd.read_csv(SMOKE / "08_reporting" / "ablation" / f"expnet_plus_cost_{task}.csv")
         assert set(cost["variant"]) == variants and (cost["ratio_to_forward"] > 0).all()
-        assert (SMOKE / "08_reporting" / "crosstask" / f"cost_{task}.png").stat().st_size > 10_000
+        assert (SMOKE / "08_reporting" / "ablation" / f"cost_{task}.png").stat().st_size > 10_000
     assert (SMOKE / "08_reporting" / "expnet_plus_ablation.png").stat().st_size > 10_000
     assert "# ExpNet+ ablation" in (SMOKE / "08_reporting" / "expnet_plus_ablation.md").read_text()
+    # one MLflow run per fold's ablation, in its own experiment
+    client = MlflowClient(smoke_tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("crosstask-smoke-ablation").experiment_id])
+    assert sorted(r.info.run_name for r in runs) == sorted(f"ablation_{t}" for t in ("hatexplain", "sst2", "cola"))
+    for run in runs:
+        assert {"expnet_plus_ablation.csv", "expnet_plus_selection.csv", "expnet_plus_cost.csv",
+                "cost_vs_plausibility.png"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert any(k.startswith("expnet_plus_ablation/") for k in run.data.metrics)
 
 
 def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
@@ -124,13 +133,14 @@ def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
                 "budget/rho"} <= keys
         assert child.data.params["held_out_task"] == child.info.run_name.removeprefix("heldout_")
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
-        assert {"fold_metrics.csv", "metrics.png", "heatmaps.html", "expnet_paper", "expnet_plus", "explainer",
-                "expnet_plus_ablation.csv", "expnet_plus_selection.csv"} <= artifacts
+        assert {"fold_metrics.csv", "metrics.png", "heatmaps.html", "expnet_paper", "expnet_plus", "explainer"} \
+            <= artifacts
+        assert not {"expnet_plus_ablation.csv", "expnet_plus_selection.csv"} & artifacts  # the ablation's runs
         assert {a.path for a in client.list_artifacts(child.info.run_id, "expnet_plus")} == {
             "expnet_plus/config.json", "expnet_plus/model.safetensors"}
         assert child.data.tags["registered_model"].startswith(f"models:/crosstask-smoke-{child.info.run_name}/")
-        assert any(k.startswith("expnet_plus_ablation/") for k in keys)
-        assert child.data.tags["expnet_plus_variant"]
+        assert not any(k.startswith("expnet_plus_ablation/") for k in keys)
+        assert child.data.tags["expnet_plus_variant"] == "stack_self_training_magnitude"
         # Training curves as step metrics, the commit, and a SHA-256 of every raw input file.
         for curve in ("expnet_training/val_auroc", "expnet_plus_training/val_auroc", "classifier/train_loss"):
             steps = [m.step for m in client.get_metric_history(child.info.run_id, curve)]

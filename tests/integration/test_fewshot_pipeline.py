@@ -21,7 +21,7 @@ def fewshot_run(smoke_crosstask_run, smoke_tracking_uri, smoke_runner):
 
 def test_k_zero_is_the_folds_explainer_and_every_k_has_its_draws(fewshot_run):
     curves = pd.read_csv(fewshot_run / "fewshot_curves.csv")
-    ablation = pd.read_csv(fewshot_run / "expnet_plus_ablation.csv")
+    metrics = pd.read_csv(fewshot_run / "crosstask_metrics.csv")
     assert list(curves["fold"].drop_duplicates()) == list(FOLDS)
     moved = []
     for fold in FOLDS:
@@ -30,10 +30,12 @@ def test_k_zero_is_the_folds_explainer_and_every_k_has_its_draws(fewshot_run):
         assert sorted(shots["k"].unique()) == [0, 8]
         assert len(shots[shots["k"] == 0]) == 1 and list(shots.loc[shots["k"] == 8, "repeat"]) == [0, 1]
         assert (shots.loc[shots["k"] == 8, "n_train_examples"] == 8).all()
-        chosen = ablation[(ablation["fold"] == fold) & ablation["selected"].astype(bool)].iloc[0]
+        # k = 0 is the fold's own ExpNet+ (scored from its signals here, from its own pass in the fold)
+        own = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus") & (metrics["rule"] == "matched")
+                      & (metrics["subset"] == "all")].iloc[0]
         prior = shots[shots["k"] == 0].iloc[0]
-        for metric in ("auroc", "auroc_low", "auroc_high", "f1_matched", "auroc_incorrect"):
-            assert prior[metric] == pytest.approx(chosen[metric], abs=1e-12, nan_ok=True), (fold, metric)
+        for metric, column in (("auroc", "auroc"), ("auroc_low", "auroc_low"), ("f1_matched", "f1")):
+            assert prior[metric] == pytest.approx(own[column], abs=1e-4), (fold, metric)
         moved.append((shots.loc[shots["k"] == 8, "auroc"] != prior["auroc"]).any())
         assert set(rows["role"]) == {"few-shot", "best baseline", "saliency"}
     # the refits moved (a stack whose weights sit at a vertex of the simplex can keep its ranking on a fold)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def transfer_run(smoke_crosstask_run, smoke_tracking_uri, smoke_runner):
+def transfer_run(smoke_ablation_run, smoke_tracking_uri, smoke_runner):
     smoke_runner("transfer", smoke_tracking_uri)
     return SMOKE / "08_reporting"
 

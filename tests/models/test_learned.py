@@ -551,11 +551,11 @@ def test_held_out_labels_never_change_training(fast):
 
 def test_the_selection_node_has_no_held_out_input():
     from learned_attribution.core.tasks import TASKS
-    from learned_attribution.pipelines.crosstask.pipeline import create_folds  # the pipeline's wiring
+    from learned_attribution.pipelines.ablation import create_pipeline  # the pipeline's wiring
 
-    folds = create_folds(TASKS)
+    candidates = create_pipeline(TASKS)
     for task in TASKS:
-        (node,) = [n for n in folds.nodes if n.name == f"heldout_{task}.select_expnet_plus"]
+        (node,) = [n for n in candidates.nodes if n.name == f"ablation_{task}.select_expnet_plus"]
         assert not [i for i in node.inputs if i.startswith(f"{task}.")], node.inputs
         assert {f"{t}.explainer_signals" for t in TASKS if t != task} <= set(node.inputs)
 

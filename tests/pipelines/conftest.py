@@ -19,7 +19,7 @@ from kedro.runner import SequentialRunner
 
 from learned_attribution.core.data.schema import BadRecords, RawText, check_rationale_length, make_examples_frame
 from learned_attribution.core.models.loading import TrainedClassifier
-from learned_attribution.pipelines import classifiers, crosstask, data_processing
+from learned_attribution.pipelines import ablation, classifiers, crosstask, data_processing
 from learned_attribution.core.tasks import Task
 
 ENCODER = "packaged:all-MiniLM-L6-v2"  # the default encoder's tokenizer; the classifiers are tiny and random
@@ -32,19 +32,21 @@ ROLE_SIZES = {"classifier_train": 8, "classifier_val": 4, "classifier_test": 8, 
 FAST = {  # on top of conf/base + conf/smoke: a tiny slice runs in seconds, every node still runs
     "max_length": 32,
     "crosstask": {
-        "expensive_sample_size": 6, "variant_cost_examples": 6, "n_heatmaps": 2,
+        "expensive_sample_size": 6, "n_heatmaps": 2,
         "bootstrap": {"n_boot": 20},
         "expnet": {"training": {"max_epochs": 3}},
-        "expnet_plus": {"candidates": ["paper_inputs", "signals_pairwise", "signals_self_training", "stack_agreement",
-                                       "shape_free_stack_self_training"],
-                        "training": {"max_epochs": 2, "seeds": 2}},
+        "expnet_plus": {"training": {"max_epochs": 2}},
     },
+    "ablation": {"candidates": ["paper_inputs", "signals_pairwise", "signals_self_training", "stack_agreement",
+                                "shape_free_stack_self_training"],
+                 "training": {"max_epochs": 2, "seeds": 2}, "cost_examples": 6},
 }
 # The synthetic task's configuration (docs/extending.md: parameters_data_processing.yml, parameters_classifiers.yml).
 SYNTHETIC_PARAMETERS = {"data_processing": {SYNTHETIC: {"min_words": 3}},
                         "classifiers": {SYNTHETIC: {"epochs": 1, "learning_rate": 1.0e-4, "batch_size": 16,
                                                     "weight_decay": 0.01, "warmup_fraction": 0.06,
-                                                    "class_weighting": False, "selection_metric": "accuracy",
+                                                    "class_weighting": False, "freeze_word_embeddings": False,
+                                                    "selection_metric": "accuracy",
                                                     "max_train_examples": None, "max_val_examples": None,
                                                     "eval_batch_size": 16}}}
 
@@ -148,9 +150,10 @@ def _parameter_entries(parameters: dict, prefix: str = "params:") -> dict[str, A
 def _fold_slice(tasks: Sequence[Task], held_out: Sequence[str] | None = None) -> Pipeline:
     names = [task.name for task in tasks]
     everything = (data_processing.create_pipeline(tasks) + classifiers.create_pipeline(names)
-                  + crosstask.create_folds(names))
+                  + crosstask.create_folds(names) + ablation.create_pipeline(names))
     if held_out is not None:
-        targets = everything.only_nodes_with_namespaces([f"heldout_{task}" for task in held_out]).nodes
+        namespaces = [f"{prefix}{task}" for task in held_out for prefix in ("heldout_", "ablation_")]
+        targets = everything.only_nodes_with_namespaces(namespaces).nodes
         everything = everything.to_nodes(*[n.name for n in targets])
     skipped = {f"read_{name}" for name in names if name != SYNTHETIC} | {f"{name}.train_classifier" for name in names}
     return Pipeline([n for n in everything.nodes if n.name not in skipped])
@@ -172,7 +175,7 @@ def synthetic_raw_file():
 @pytest.fixture(scope="session")
 def fold_slice():
     """`fold_slice(tasks, held_out=None) -> Pipeline`: the project's pipelines over `tasks` (registry entries) up to
-    the folds of `held_out` (default: every fold and the cross-fold report), less what a slice starts from: the
+    the folds of `held_out` and their ablations (default: every fold, every ablation and the cross-fold reports), less what a slice starts from: the
     registered tasks' readers and every task's fine-tuning."""
     return _fold_slice
 

@@ -1,7 +1,7 @@
 """The poisoning test at the pipeline level: one fold's slice run twice by Kedro, from the raw
-files on, once with the held-out task's rationale file inverted (every word's mark flipped). Nothing a fold trains
-or selects may read the held-out task's rationales, so the selection table and every trained weight (the paper's
-ExpNet, every ExpNet+ variant, the chosen one) are identical; the held-out scores read them, so they differ."""
+files on, once with the held-out task's rationale file inverted (every word's mark flipped). Nothing a fold or its
+ablation trains or selects may read the held-out task's rationales, so the ablation's selection table and every
+trained weight (the paper's ExpNet, ExpNet+'s recipe and shape-free variant, every candidate) are identical; the held-out scores read them, so they differ."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,15 +12,16 @@ import torch
 from learned_attribution.core.tasks import TASK_REGISTRY
 
 SYNTHETIC = "synthetic"  # the held-out task, read from its raw file (tests/pipelines/conftest.py)
-FOLD = f"heldout_{SYNTHETIC}"
+FOLD, ABLATION = f"heldout_{SYNTHETIC}", f"ablation_{SYNTHETIC}"
 
 
 @pytest.fixture(scope="module")
 def clean_and_poisoned(run_slice, fold_slice, synthetic_task, synthetic_raw_file):
-    """The fold's slice from the raw files, run with the held-out task's rationale file as it is, then inverted."""
+    """The fold's slice (and its ablation's) from the raw files, run with the held-out task's rationale file as it is, then inverted."""
     tasks = [*(task for task in TASK_REGISTRY if task.name in ("sst2", "cola")), synthetic_task]
     pipeline = fold_slice(tasks, held_out=[SYNTHETIC])
-    assert {n.namespace for n in pipeline.nodes if n.namespace and n.namespace.startswith("heldout_")} == {FOLD}
+    assert {n.namespace for n in pipeline.nodes if n.namespace and n.namespace.startswith(("heldout_", "ablation_"))} \
+        == {FOLD, ABLATION}
     names = [task.name for task in tasks]
     return (run_slice(pipeline, names, synthetic_raw_file()),
             run_slice(pipeline, names, synthetic_raw_file(invert_rationales=True)))
@@ -50,15 +51,15 @@ def test_the_inverted_rationale_file_reaches_the_fold(clean_and_poisoned):
 
 def test_held_out_rationales_change_no_selection_and_no_trained_weight(clean_and_poisoned):
     clean, poisoned = clean_and_poisoned
-    pd.testing.assert_frame_equal(clean.load(f"{FOLD}.expnet_plus_selection"),
-                                  poisoned.load(f"{FOLD}.expnet_plus_selection"))
+    pd.testing.assert_frame_equal(clean.load(f"{ABLATION}.expnet_plus_selection"),
+                                  poisoned.load(f"{ABLATION}.expnet_plus_selection"))
     assert clean.load(f"{FOLD}.budget") == poisoned.load(f"{FOLD}.budget")
 
-    variants, twins = clean.load(f"{FOLD}.expnet_plus_trained"), poisoned.load(f"{FOLD}.expnet_plus_trained")
+    variants, twins = clean.load(f"{ABLATION}.expnet_plus_trained"), poisoned.load(f"{ABLATION}.expnet_plus_trained")
     assert variants.keys() == twins.keys() and len(variants) >= 2
     for name in ("expnet", "expnet_plus", "expnet_plus_shape_free"):
         variants[name], twins[name] = clean.load(f"{FOLD}.{name}"), poisoned.load(f"{FOLD}.{name}")
-    for name, model in variants.items():  # every variant, the paper's ExpNet and the two the fold keeps
+    for name, model in variants.items():  # every candidate, the paper's ExpNet and the two ExpNet+ the fold keeps
         twin = twins[name]
         assert model.variant == twin.variant, name
         _assert_same_tensors(model.net.state_dict(), twin.net.state_dict(), name)
@@ -78,8 +79,8 @@ def test_the_held_out_scores_read_the_inverted_rationales(clean_and_poisoned):
                       & (metrics["rule"] == "matched")]
     assert len(learned) == 2
     assert (learned["auroc"] - learned["auroc_poisoned"]).abs().min() > 1e-3
-    ablation = clean.load(f"{FOLD}.expnet_plus_ablation").merge(
-        poisoned.load(f"{FOLD}.expnet_plus_ablation"), on="variant", suffixes=("", "_poisoned"))
+    ablation = clean.load(f"{ABLATION}.expnet_plus_ablation").merge(
+        poisoned.load(f"{ABLATION}.expnet_plus_ablation"), on="variant", suffixes=("", "_poisoned"))
     variants = ablation[ablation["val_auroc"].notna()]
     assert len(variants) >= 2
     np.testing.assert_array_equal(variants["val_auroc"], variants["val_auroc_poisoned"])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from learned_attribution.pipelines import crosstask
+from learned_attribution.pipelines import ablation, crosstask
 from learned_attribution.core.tasks import TASK_REGISTRY, TASKS
 
 SYNTHETIC = "synthetic"  # the fourth task (tests/pipelines/conftest.py)
@@ -26,8 +26,9 @@ def _node(pipeline, name: str):
     return found
 
 
-def test_a_fourth_task_gets_a_fold_trained_on_the_other_three(four_tasks):
+def test_a_fourth_task_gets_a_fold_and_an_ablation_trained_on_the_other_three(four_tasks):
     pipeline = crosstask.create_pipeline(four_tasks)
+    candidates = ablation.create_pipeline(NAMES)
     reader = _node(pipeline, f"read_{SYNTHETIC}")
     assert reader.inputs == ["raw_synthetic_sentences", "params:data_processing.synthetic",
                              "params:data_processing.strict"]
@@ -38,11 +39,11 @@ def test_a_fourth_task_gets_a_fold_trained_on_the_other_three(four_tasks):
         others = [t for t in NAMES if t != task]
         fold = f"heldout_{task}"
         training = {f"{t}.attention_features" for t in others} | {f"{t}.explainer_signals" for t in others}
-        reads = {name: set(_node(pipeline, f"{fold}.{name}").inputs)
-                 for name in ("train_expnet", "select_expnet_plus", "fit_expnet_plus")}
+        reads = {name: set(_node(pipeline, f"{fold}.{name}").inputs) for name in ("train_expnet", "fit_expnet_plus")}
+        reads["select_expnet_plus"] = set(_node(candidates, f"ablation_{task}.select_expnet_plus").inputs)
         assert {i for i in reads["train_expnet"] if i.endswith(".attention_features")} == \
             {f"{t}.attention_features" for t in others}
-        settings = {f"{fold}.{name}" for name in ("expnet_plus_recipes", "compute_settings")}
+        settings = {f"ablation_{task}.{name}" for name in ("candidates", "compute_settings")}
         assert {i for i in reads["select_expnet_plus"] if not i.startswith("params:")} == \
             {f"{t}.explainer_signals" for t in others} | {f"{fold}.budget"} | settings
         assert {i for i in reads["fit_expnet_plus"] if i.endswith(".explainer_signals")} == \
@@ -60,7 +61,9 @@ def test_the_default_tasks_keep_three_folds_of_two_training_tasks():
     folds = crosstask.create_folds()
     assert TASKS == ("hatexplain", "sst2", "cola")
     for task in TASKS:
-        select = _node(folds, f"heldout_{task}.select_expnet_plus")
+        assert {i for i in _node(folds, f"heldout_{task}.fit_expnet_plus").inputs
+                if i.endswith(".explainer_signals")} == {f"{t}.explainer_signals" for t in TASKS}
+        select = _node(ablation.create_pipeline(), f"ablation_{task}.select_expnet_plus")
         assert {i for i in select.inputs if i.endswith(".explainer_signals")} == \
             {f"{t}.explainer_signals" for t in TASKS if t != task}
 
@@ -73,9 +76,9 @@ def test_fewer_than_three_distinct_tasks_is_refused(tasks):
 
 @pytest.mark.slow
 def test_four_folds_run_each_trained_on_three_tasks(run_slice, fold_slice, four_tasks, synthetic_raw_file):
-    """Every fold of four tasks, from the fourth task's raw file to the cross-fold report. Needs the ExpNet+
-    selection over three training tasks (`models.expnet_plus.select_variant`: for each training task, fit on the
-    other two, validate on it)."""
+    """Every fold of four tasks and its ablation, from the fourth task's raw file to the cross-fold reports. Needs the
+    ablation's selection over three training tasks (`models.learned.select_variant`: for each training task, fit on
+    the other two, validate on it)."""
     raw = synthetic_raw_file()
     catalog = run_slice(fold_slice(four_tasks), NAMES, raw)
     report = catalog.load("data_report")
@@ -87,14 +90,17 @@ def test_four_folds_run_each_trained_on_three_tasks(run_slice, fold_slice, four_
         budget = catalog.load(f"{fold}.budget")
         assert sorted(k.removeprefix("density_") for k in budget if k.startswith("density_")) == others
         assert catalog.load(f"{fold}.expnet").context["training_tasks"] == others
-        variants = catalog.load(f"{fold}.expnet_plus_trained")
+        variants = catalog.load(f"ablation_{task}.expnet_plus_trained")
         assert variants and all(m.context["training_tasks"] == others for m in variants.values())
-        selection = catalog.load(f"{fold}.expnet_plus_selection")
+        selection = catalog.load(f"ablation_{task}.expnet_plus_selection")
         assert set(selection["variant"]) == set(variants)
         # one validation per left-out training task, plus the mean
         assert (selection[selection["direction"] != "mean"].groupby("variant").size() == len(others)).all()
-        (chosen,) = selection.loc[selection["selected"], "variant"].unique()
-        assert catalog.load(f"{fold}.expnet_plus").variant.name == chosen
+        assert len(selection.loc[selection["selected"], "variant"].unique()) == 1
+        for name, recipe in (("expnet_plus", "stack_self_training_magnitude"),
+                             ("expnet_plus_shape_free", "shape_free_stack_self_training")):
+            model = catalog.load(f"{fold}.{name}")
+            assert model.variant.name == recipe and model.context["training_tasks"] == others
         metrics = catalog.load(f"{fold}.fold_metrics")
         scores = catalog.load(f"{fold}.token_scores")
         for method in ("expnet_plus", "expnet_paper"):  # the table's AUROC, recomputed from the token scores

@@ -91,8 +91,8 @@ def compute_settings(compute: Mapping[str, Any]) -> ComputeSettings:
         bf16 = resolve_bf16(values["bf16"], device)
     except ValueError as error:
         raise ValueError(f"parameter compute: {error}") from error
-    reason = "forced" if values["bf16"] != "auto" else ("native on this device" if bf16 else
-                                                        "not native on this device, fp32")
+    reason = "forced" if values["bf16"] != "auto" else ("native on this CPU" if bf16 else
+                                                        "fp32: a GPU, or a CPU without native bf16 kernels")
     logger.info("compute: device %s, bf16 autocast %s (%s)", device, "on" if bf16 else "off", reason)
     return ComputeSettings(device, bf16, dask_settings(values["dask"], str(values["device"])))
 
@@ -200,7 +200,7 @@ class ScoringSettings:
 
 SCORING_KEYS = ("baselines", "expensive", "expensive_sample_size", "max_test_examples", "batch_size", "bootstrap",
                 "faithfulness")
-FOLD_KEYS = ("expnet", "expnet_plus", "variant_cost_examples", "n_heatmaps")
+FOLD_KEYS = ("expnet", "expnet_plus", "n_heatmaps")
 
 
 def scoring_settings(crosstask: Mapping[str, Any], layer: int, seed: int,
@@ -261,32 +261,75 @@ class ExpnetRecipe:
 
 
 @dataclass(frozen=True)
-class ExpnetPlusRecipes:
-    """`crosstask.expnet_plus`: the candidate variants (named in `candidates`, recipes from the variant catalogue
-    `expnet_plus_variants`) and their training loop."""
+class ExpnetPlusRecipe:
+    """`crosstask.expnet_plus`: the main job's one ExpNet+ recipe and the shape-free variant each fold keeps beside it
+    for classifiers of another family or shape (recipes from the variant catalogue `expnet_plus_variants`), and
+    their training loop."""
+
+    variant: Variant
+    shape_free: Variant
+    training: TrainingSettings
+
+    @property
+    def variants(self) -> tuple[Variant, ...]:
+        return (self.variant,) if self.variant.name == self.shape_free.name else (self.variant, self.shape_free)
+
+
+@dataclass(frozen=True)
+class ExpnetPlusCandidates:
+    """`ablation`: the ExpNet+ candidates the ablation validates and scores (named in `candidates`, recipes from the
+    variant catalogue), their training loop, and the sample their throughput is timed on."""
 
     variants: tuple[Variant, ...]
     training: TrainingSettings
+    cost_examples: int
 
 
-def expnet_recipe(crosstask: Mapping[str, Any], seed: int) -> ExpnetRecipe:
-    values = block(block(crosstask, "crosstask", [*SCORING_KEYS, *FOLD_KEYS])["expnet"], "crosstask.expnet",
-                   ("variant", "training", "threshold"))
+def check_crosstask(crosstask: Mapping[str, Any]) -> None:
+    """`params:crosstask` holds exactly the scoring keys and the folds' (an unknown or missing key is named)."""
+    block(crosstask, "crosstask", [*SCORING_KEYS, *FOLD_KEYS])
+
+
+def expnet_recipe(expnet: Mapping[str, Any], seed: int) -> ExpnetRecipe:
+    """`crosstask.expnet`: the paper's ExpNet's variant, training loop and threshold."""
+    values = block(expnet, "crosstask.expnet", ("variant", "training", "threshold"))
     return ExpnetRecipe(variant("expnet_paper", values["variant"], "crosstask.expnet.variant"),
                         training_settings(values["training"], seed, "crosstask.expnet.training"),
                         float(values["threshold"]))
 
 
-def expnet_plus_recipes(crosstask: Mapping[str, Any], catalogue: Mapping[str, Any], seed: int) -> ExpnetPlusRecipes:
-    """The candidates of `crosstask.expnet_plus.candidates` (`all`: the whole catalogue) from the variant
-    catalogue `params:expnet_plus_variants` (conf/base/parameters_expnet_plus_variants.yml)."""
-    values = block(block(crosstask, "crosstask", [*SCORING_KEYS, *FOLD_KEYS])["expnet_plus"],
-                   "crosstask.expnet_plus", ("candidates", "training"))
+def catalogue_variant(name: Any, catalogue: Mapping[str, Any], where: str) -> Variant:
+    """The catalogue's recipe `name` (`params:expnet_plus_variants`), named by the parameter `where` that asks for it."""
+    if not isinstance(name, str) or name not in catalogue:
+        raise ValueError(f"parameter {where} names {name!r}, which is not in the variant catalogue "
+                         f"expnet_plus_variants: {sorted(catalogue)}")
+    return variant(name, catalogue[name], f"expnet_plus_variants.{name}")
+
+
+def expnet_plus_recipe(expnet_plus: Mapping[str, Any], catalogue: Mapping[str, Any], seed: int) -> ExpnetPlusRecipe:
+    """`crosstask.expnet_plus`: `recipe` and `shape_free` from the variant catalogue (conf/base/
+    parameters_expnet_plus_variants.yml); the shape-free one must read no per-layer or per-head column."""
+    values = block(expnet_plus, "crosstask.expnet_plus", ("recipe", "shape_free", "training"))
+    recipe = catalogue_variant(values["recipe"], catalogue, "crosstask.expnet_plus.recipe")
+    shape_free = catalogue_variant(values["shape_free"], catalogue, "crosstask.expnet_plus.shape_free")
+    if not shape_free.shape_free:
+        raise ValueError(f"parameter crosstask.expnet_plus.shape_free: {shape_free.name!r} reads per-layer or per-head "
+                         "columns; a fold keeps a shape-free variant (feature sets among core/models/signals.py "
+                         "SHAPE_FREE_SETS) to explain classifiers of other shapes")
+    return ExpnetPlusRecipe(recipe, shape_free,
+                            training_settings(values["training"], seed, "crosstask.expnet_plus.training"))
+
+
+def expnet_plus_candidates(ablation: Mapping[str, Any], catalogue: Mapping[str, Any], seed: int
+                           ) -> ExpnetPlusCandidates:
+    """`params:ablation`: the candidates of `candidates` (`all`: the whole catalogue), their training and
+    `cost_examples`."""
+    values = block(ablation, "ablation", ("candidates", "training", "cost_examples"))
     candidates = values["candidates"] or "all"
     names = list(catalogue) if candidates == "all" else list(candidates)
-    unknown = [name for name in names if name not in catalogue]
-    if unknown:
-        raise ValueError(f"parameter crosstask.expnet_plus.candidates names unknown variants {unknown}; the "
-                         f"catalogue expnet_plus_variants defines {sorted(catalogue)}")
-    return ExpnetPlusRecipes(tuple(variant(name, catalogue[name], f"expnet_plus_variants.{name}") for name in names),
-                             training_settings(values["training"], seed, "crosstask.expnet_plus.training"))
+    if len(set(names)) != len(names) or len(names) < 2:
+        raise ValueError(f"parameter ablation.candidates must name two or more distinct variants, got {names}")
+    return ExpnetPlusCandidates(
+        tuple(catalogue_variant(name, catalogue, "ablation.candidates") for name in names),
+        training_settings(values["training"], seed, "ablation.training"),
+        positive_int(values["cost_examples"], "ablation.cost_examples"))

@@ -5,6 +5,8 @@ dataset here; no node calls MLflow.
 - a fold (`heldout_<task>`, experiment `mlflow.experiment`): a child of the `kedro run`'s parent run, which also
   holds the classifiers' training curves and the cross-fold reports; the fold's bundle is registered as
   `<experiment>-heldout_<task>`.
+- a fold's ablation (`ablation_<task>`, experiment `<mlflow.experiment>-ablation`): every ExpNet+ candidate, the
+  selection table and the candidates' costs.
 - a student (`student_<task>`, experiment `amortize.mlflow.experiment`), registered as `<experiment>-student_<task>`.
 - an evaluation of a rationale file (`evaluate_external`, experiment `evaluate_external.mlflow_experiment`).
 - the AFN analysis (`afn`, experiment `afn.mlflow.experiment`).
@@ -108,7 +110,7 @@ def shared_parameters(params: Mapping) -> dict:
 
 def _ablation(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
     run.table("expnet_plus_ablation.csv", data)
-    variants = data[data["description"].ne("best baseline") & data["description"].ne("floor")]
+    variants = data[data["val_auroc"].notna()]
     run.metrics({f"expnet_plus_ablation/{r['variant']}/{metric}": float(r[metric])
                  for r in variants.to_dict("records")
                  for metric in ("val_auroc", "auroc", "auprc", "f1_matched", "f1_own_calibrated", "auroc_seed_mean",
@@ -145,8 +147,20 @@ FOLD = RunKind(
              "expnet_history": both(lambda run, data, logged: run.steps("expnet_training", data.to_dict("records")),
                                     table("expnet_history.csv")),
              "explain_cost": table("explain_cost.csv"), "explain_failures": table("explain_failures.csv"),
-             "expnet_plus_selection": table("expnet_plus_selection.csv"), "expnet_plus_ablation": _ablation,
              "bundle": _fold_bundle})
+
+ABLATION_PREFIX = "ablation_"
+ABLATION = RunKind(
+    name="ablation", matches=lambda namespace: namespace.removeprefix(ABLATION_PREFIX) in TASKS
+    and namespace.startswith(ABLATION_PREFIX),
+    experiment=lambda params: f"{params['mlflow']['experiment']}-ablation",
+    run_name=lambda namespace, params: namespace,
+    tags=lambda namespace, params: {"fold": FOLD_PREFIX + namespace.removeprefix(ABLATION_PREFIX),
+                                    "held_out_task": namespace.removeprefix(ABLATION_PREFIX)},
+    params=lambda namespace, params: {**shared_parameters(params), "ablation": params.get("ablation"),
+                                      "fold": FOLD_PREFIX + namespace.removeprefix(ABLATION_PREFIX)},
+    outputs={"expnet_plus_selection": table("expnet_plus_selection.csv"), "expnet_plus_ablation": _ablation,
+             "expnet_plus_cost": table("expnet_plus_cost.csv"), "cost_plot": figure("cost_vs_plausibility.png")})
 
 
 def _training_history(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
@@ -272,7 +286,7 @@ AFN = RunKind(
              "rh_by_layer_plot": figure("plots/rh_by_layer.png"),
              "shift_heatmaps_plot": figure("plots/shift_heatmaps.png")})
 
-RUN_KINDS = (FOLD, STUDENT, EXTERNAL, AFN)
+RUN_KINDS = (FOLD, ABLATION, STUDENT, EXTERNAL, AFN)
 
 
 def kind_of(namespace: str) -> RunKind | None:

@@ -10,7 +10,8 @@ from kedro.framework.hooks import hook_impl
 
 logger = logging.getLogger(__name__)
 
-STAGES = ("data_processing", "classifiers", "folds", "afn", "evaluate_external", "transfer", "amortize")
+STAGES = ("data_processing", "classifiers", "folds", "ablation", "afn", "evaluate_external", "transfer", "amortize",
+          "fewshot")
 
 
 def pipeline_label(run_params: dict[str, Any]) -> str:
@@ -25,18 +26,23 @@ class NodeTimingHook:
     such as the explainer signals, do their work while being saved), written when the pipeline finishes through the
     catalog entry `node_timings_<pipeline>` (data/08_reporting/node_timings/<pipeline>.csv: each pipeline's own
     file, so a later run of another pipeline keeps the main job's) and summed per stage in the log: the source of
-    the stage table of docs/results.md."""
+    the stage table of docs/results.md. Each row also holds the node's start and end in seconds from the pipeline's
+    start (a stage's wall time is its span: nodes of a stage may interleave with others) and the kernels the torch
+    work ran with."""
 
     def __init__(self) -> None:
         self._spans: dict[str, list[float]] = {}  # node name -> [start, end]
         self._namespaces: dict[str, str] = {}
         self._stage_of: dict[str, str] = {}
+        self._started = time.perf_counter()
+        self._kernels = ""
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
         from kedro.framework.project import pipelines  # the registry is read once the project is configured
 
         self._spans, self._namespaces, self._stage_of = {}, {}, {}
+        self._started, self._kernels = time.perf_counter(), _kernels(catalog)
         for stage in STAGES:
             registered = pipelines.get(stage)
             for node in registered.nodes if registered is not None else []:
@@ -65,11 +71,27 @@ class NodeTimingHook:
         if not self._spans:
             return
         timings = pd.DataFrame([{"stage": self._stage_of.get(name, "report"), "namespace": self._namespaces[name],
-                                 "node": name, "seconds": round(end - start, 2)}
+                                 "node": name, "seconds": round(end - start, 2),
+                                 "start_s": round(start - self._started, 2), "end_s": round(end - self._started, 2),
+                                 "kernels": self._kernels}
                                 for name, (start, end) in self._spans.items()])
         stages = timings.groupby("stage", sort=False)["seconds"].sum()
-        logger.info("Node wall time per stage (s), outputs saved included: %s; total %.0f s",
-                    ", ".join(f"{stage} {seconds:.0f}" for stage, seconds in stages.items()), stages.sum())
+        logger.info("Node wall time per stage (s), outputs saved included: %s; total %.0f s, wall %.0f s (%s)",
+                    ", ".join(f"{stage} {seconds:.0f}" for stage, seconds in stages.items()), stages.sum(),
+                    timings["end_s"].max() - timings["start_s"].min(), self._kernels)
         entry = f"node_timings_{pipeline_label(run_params)}"
         if entry in catalog:
             catalog.save(entry, timings)
+
+
+def _kernels(catalog) -> str:
+    """The kernels the run's torch work uses (`params:compute`'s device and bf16, resolved as the nodes resolve them)."""
+    from learned_attribution.core.models.runner import kernels_description, resolve_bf16, resolve_device
+
+    try:
+        compute = catalog.load("params:compute")
+        device = resolve_device(compute["device"])
+        return kernels_description(device, resolve_bf16(compute["bf16"], device))
+    except Exception as error:  # noqa: BLE001 (a pipeline without the compute block still gets its timings)
+        logger.debug("kernels not resolved: %s", error)
+        return ""

@@ -34,6 +34,9 @@ class TrainingConfig:
     warmup_fraction: float
     class_weighting: bool  # inverse-frequency class weights in the loss
     selection_metric: str  # chooses the epoch on the validation slice: accuracy, macro_f1 or mcc
+    # The word-embedding matrix (30,522 x 384 in MiniLM, half its weights) stays at the encoder's: its dense
+    # gradient, clipping and AdamW update are a large share of a CPU step (benchmarks/finetune_step.py).
+    freeze_word_embeddings: bool
     bf16: bool  # autocast (runner.autocast)
     seed: int
 
@@ -53,6 +56,14 @@ def classification_metrics(labels: Sequence[int], predictions: Sequence[int]) ->
     }
 
 
+def trainable_parameters(model: torch.nn.Module, freeze_word_embeddings: bool) -> list[torch.nn.Parameter]:
+    """The parameters fine-tuning updates: all of them, or all but the word embeddings (any supported family:
+    `get_input_embeddings`), which are then marked `requires_grad=False` so backward computes no gradient for them."""
+    if freeze_word_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_labels: Sequence[int],
               val_ids: Sequence[Sequence[int]], val_labels: Sequence[int], config: TrainingConfig,
               pad_token_id: int) -> TrainingResult:
@@ -69,8 +80,8 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
         logger.info("Class weights %s", weights.tolist())
     loss_fn = torch.nn.CrossEntropyLoss(weight=None if weights is None else weights.to(model_device(model)))
     # The fused kernel makes the optimizer step ~5x faster on this CPU (measured: 0.85 s -> 0.17 s per step).
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
-                                  weight_decay=config.weight_decay, fused=True)
+    trained = trainable_parameters(model, config.freeze_word_embeddings)
+    optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=config.weight_decay, fused=True)
     lengths = [len(s) for s in train_ids]
     steps_per_epoch = int(np.ceil(len(train_ids) / config.batch_size))
     total = steps_per_epoch * config.epochs
@@ -84,7 +95,8 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
         batches = length_grouped_batches(lengths, config.batch_size, shuffle=True, seed=config.seed + epoch)
         for batch in tqdm(batches, desc=f"epoch {epoch}/{config.epochs}", leave=False):
             input_ids, attention_mask = pad_batch([train_ids[i] for i in batch], pad_token_id, model_device(model))
-            loss = training_step(model, optimizer, loss_fn, input_ids, attention_mask, labels[batch], use_bf16)
+            loss = training_step(model, trained, optimizer, loss_fn, input_ids, attention_mask, labels[batch],
+                                 use_bf16)
             scheduler.step()
             running += loss * len(batch)
             seen += len(batch)
@@ -102,14 +114,15 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
     return result
 
 
-def training_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: torch.nn.Module,
-                  input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, bf16: bool) -> float:
+def training_step(model: torch.nn.Module, trained: Sequence[torch.nn.Parameter], optimizer: torch.optim.Optimizer,
+                  loss_fn: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                  bf16: bool) -> float:
     """One optimisation step (forward, fp32 loss, backward, gradient clipping at 1, update); returns the loss."""
     with autocast(input_ids.device, bf16):
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
     loss = loss_fn(logits.float(), labels.to(logits.device))
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    torch.nn.utils.clip_grad_norm_(trained, 1.0)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.item()

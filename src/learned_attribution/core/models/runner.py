@@ -5,6 +5,7 @@ features, ExpNet+ signals, the explainers, faithfulness, AFN and the public API)
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
@@ -34,12 +35,31 @@ def resolve_device(setting: str | torch.device = "auto") -> torch.device:
     return device
 
 
+def cpu_kernels() -> str:
+    """The CPU kernels torch runs with, in words: its dispatch capability (`ATEN_CPU_CAPABILITY` lowers it) and
+    oneDNN's instruction-set cap (`ONEDNN_MAX_CPU_ISA`)."""
+    return (f"torch CPU capability {torch.backends.cpu.get_cpu_capability()}, oneDNN ISA "
+            f"{os.environ.get('ONEDNN_MAX_CPU_ISA', 'unlimited')}")
+
+
+def kernels_description(device: torch.device, bf16: bool) -> str:
+    """Where and how the torch work runs, in words (the stage table and the benchmarks print it)."""
+    where = cpu_kernels() if device.type == "cpu" else str(device)
+    return f"{where}, bf16 autocast {'on' if bf16 else 'off'}"
+
+
 def bf16_native(device: torch.device) -> bool:
     """Whether bf16 autocast is native (and so worth it) on `device`: CUDA with bf16 support, or a CPU with
-    AVX512-BF16 / AMX. Elsewhere it is emulated and several times slower than fp32 (benchmarks/README.md)."""
+    AVX512-BF16 / AMX whose AVX-512 kernels torch and oneDNN are allowed to use (`ATEN_CPU_CAPABILITY=avx2` or
+    `ONEDNN_MAX_CPU_ISA=AVX2`, the slow kind's kernels, make it emulated). Elsewhere it is emulated and several times
+    slower than fp32 (benchmarks/README.md)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type != "cpu":
+        return False
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if "AVX512" not in torch.backends.cpu.get_cpu_capability() or (isa and not isa.startswith(("AVX512", "AVX10",
+                                                                                                  "AMX", "ALL"))):
         return False
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -50,9 +70,12 @@ def bf16_native(device: torch.device) -> bool:
 
 
 def resolve_bf16(setting: bool | str, device: torch.device) -> bool:
-    """`auto`: bf16 autocast where it is native on `device` (`bf16_native`); true/false force it."""
+    """`auto`: bf16 autocast where it is native on a CPU (`bf16_native`), and not on a GPU: there this project's
+    small classifiers' steps (~20 ms on an H200) are bound by kernel launches, not arithmetic, and measured slower in
+    bf16 (the three MiniLM fine-tunings: 85 s against 69 s in fp32); `true` turns it on for a model large enough to
+    gain. true/false force it."""
     if setting == "auto":
-        return bf16_native(device)
+        return device.type == "cpu" and bf16_native(device)
     if not isinstance(setting, bool):
         raise ValueError(f"bf16={setting!r}: expected auto, true or false")
     return setting

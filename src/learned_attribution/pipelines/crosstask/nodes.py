@@ -1,5 +1,5 @@
-"""Nodes of one cross-task fold (SPEC §6-9): train the paper's ExpNet and ExpNet+ on the training tasks, explain and
-score the held-out one. The work is in `services/evaluation` (folds, protocol, cost) and `services/reporting`."""
+"""Nodes of one cross-task fold (SPEC §6-9): train the paper's ExpNet and ExpNet+ (one recipe and its shape-free
+variant) on the training tasks, explain and score the held-out one. The work is in `services/evaluation` (folds, protocol, cost) and `services/reporting`."""
 from __future__ import annotations
 
 import logging
@@ -12,21 +12,43 @@ from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
-from learned_attribution.services.config import (ComputeSettings, ExpnetPlusRecipes, ExpnetRecipe, ScoringSettings,
-                                                 compute_settings, expnet_plus_recipes, expnet_recipe,
+from learned_attribution.services.config import (ComputeSettings, ExpnetPlusRecipe, ExpnetRecipe, ScoringSettings,
+                                                 check_crosstask, compute_settings, expnet_plus_recipe, expnet_recipe,
                                                  scoring_settings)
 from learned_attribution.services.evaluation import cost, folds, protocol
 from learned_attribution.services.reporting import charts, pages
 
 logger = logging.getLogger(__name__)
 
-def fold_settings(crosstask: dict[str, Any], variants: dict[str, Any], layer: int, seed: int,
-                  compute: dict[str, Any]) -> tuple[ScoringSettings, ExpnetRecipe, ExpnetPlusRecipes, ComputeSettings]:
-    """The fold's parameter blocks, parsed once before any work: the scoring protocol, the paper's ExpNet, the
-    ExpNet+ candidates from the variant catalogue, and where the torch work runs."""
-    parsed = compute_settings(compute)
-    return (scoring_settings(crosstask, layer, seed, parsed), expnet_recipe(crosstask, seed),
-            expnet_plus_recipes(crosstask, variants, seed), parsed)
+def check_settings(crosstask: dict[str, Any]) -> None:
+    """`params:crosstask` has no unknown or missing key (the fold's parsers read it key by key, so that a change to
+    one setting fingerprints only the outputs that read it: adapters/hooks/fingerprints.py)."""
+    check_crosstask(crosstask)
+
+
+def parse_compute(compute: dict[str, Any]) -> ComputeSettings:
+    """Where the fold's torch work runs (`params:compute`)."""
+    return compute_settings(compute)
+
+
+def parse_scoring(baselines: dict[str, Any], expensive: list[str], expensive_sample_size: int,
+                  max_test_examples: int | None, batch_size: int, bootstrap: dict[str, Any],
+                  faithfulness: dict[str, Any], layer: int, seed: int, compute: ComputeSettings) -> ScoringSettings:
+    """The scoring protocol from the scoring keys of `params:crosstask`, the explained layer and the seed."""
+    return scoring_settings({"baselines": baselines, "expensive": expensive,
+                             "expensive_sample_size": expensive_sample_size, "max_test_examples": max_test_examples,
+                             "batch_size": batch_size, "bootstrap": bootstrap, "faithfulness": faithfulness},
+                            layer, seed, compute)
+
+
+def parse_expnet(expnet: dict[str, Any], seed: int) -> ExpnetRecipe:
+    """The paper's ExpNet (`params:crosstask.expnet`)."""
+    return expnet_recipe(expnet, seed)
+
+
+def parse_expnet_plus(expnet_plus: dict[str, Any], variants: dict[str, Any], seed: int) -> ExpnetPlusRecipe:
+    """ExpNet+'s recipe and its shape-free variant (`params:crosstask.expnet_plus`) from the variant catalogue."""
+    return expnet_plus_recipe(expnet_plus, variants, seed)
 
 
 def train_expnet(classifier: TrainedClassifier, recipe: ExpnetRecipe, layer: int, encoder: dict[str, Any],
@@ -39,35 +61,15 @@ def train_expnet(classifier: TrainedClassifier, recipe: ExpnetRecipe, layer: int
                                     device=compute.device)
 
 
-def select_expnet_plus(budget: dict[str, float], recipes: ExpnetPlusRecipes, compute: ComputeSettings,
-                       *training_signals: Parts) -> pd.DataFrame:
-    """Leave-one-training-task-out validation of every ExpNet+ candidate (the held-out task is not an input)."""
-    return folds.select_expnet_plus([token_table(parts) for parts in training_signals], budget["rho"], recipes,
-                                    compute.device)
-
-
 def fit_expnet_plus(heldout_signals: Parts, classifier: TrainedClassifier, budget: dict[str, float],
-                    recipes: ExpnetPlusRecipes, layer: int, encoder: dict[str, Any], max_length: int,
-                    compute: ComputeSettings, *training_signals: Parts, fold: str) -> dict[str, LearnedModel]:
-    """Every ExpNet+ candidate retrained on all the training tasks, for the held-out classifier (its signals
-    unlabeled)."""
-    return folds.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
-                                 budget, recipes, classifier, fold=fold, layer=layer,
-                                 encoder=encoder["name_or_path"], max_length=max_length, device=compute.device)
-
-
-def chosen_expnet_plus(models: dict[str, LearnedModel], selection: pd.DataFrame) -> tuple[LearnedModel, LearnedModel]:
-    """The selected variant and the best shape-free one beside it."""
-    return folds.chosen_expnet_plus(models, selection)
-
-
-def expnet_plus_ablation(models: dict[str, LearnedModel], selection: pd.DataFrame, heldout_signals: Parts,
-                         predictions: pd.DataFrame, fold_metrics: pd.DataFrame, budget: dict[str, float],
-                         scoring: ScoringSettings, *, fold: str) -> pd.DataFrame:
-    """Every variant on the held-out rationale test set beside the best baseline and the floors."""
-    return folds.ablation_table(models, selection, token_table(heldout_signals),
-                                protocol.scored_examples(predictions, scoring), fold_metrics, budget["rho"], scoring,
-                                fold=fold)
+                    recipe: ExpnetPlusRecipe, layer: int, encoder: dict[str, Any], max_length: int,
+                    compute: ComputeSettings, *training_signals: Parts, fold: str) -> tuple[LearnedModel, LearnedModel]:
+    """ExpNet+'s recipe and its shape-free variant trained on all the training tasks, for the held-out classifier (its
+    signals unlabeled)."""
+    models = folds.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
+                                   budget, recipe.variants, recipe.training, classifier, fold=fold, layer=layer,
+                                   encoder=encoder["name_or_path"], max_length=max_length, device=compute.device)
+    return models[recipe.variant.name], models[recipe.shape_free.name]
 
 
 def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: LearnedModel,
@@ -100,19 +102,9 @@ def plot_fold(metrics: pd.DataFrame, *, fold: str) -> matplotlib.figure.Figure:
                                              "examples)")
 
 
-def time_expnet_plus_variants(classifier: TrainedClassifier, predictions: pd.DataFrame,
-                              models: dict[str, LearnedModel], scoring: ScoringSettings, n_examples: int,
-                              compute: ComputeSettings) -> pd.DataFrame:
-    """Throughput of every ExpNet+ variant as a ratio to a plain forward pass, on a seeded sample of the held-out
-    rationale test examples."""
-    return folds.variant_cost(classifier, predictions, models, scoring, n_examples, compute)
-
-
-def plot_cost(fold_metrics: pd.DataFrame, explain_cost: pd.DataFrame, ablation: pd.DataFrame,
-              variant_costs: pd.DataFrame, *, fold: str) -> matplotlib.figure.Figure:
-    """Throughput against AUROC with its interval for every method and ExpNet+ variant, and the methods' Pareto
-    frontier (PNG)."""
-    points = cost.cost_plausibility(fold_metrics, explain_cost, ablation, variant_costs)
+def plot_cost(fold_metrics: pd.DataFrame, explain_cost: pd.DataFrame, *, fold: str) -> matplotlib.figure.Figure:
+    """Throughput against AUROC with its interval for every method, and their Pareto frontier (PNG)."""
+    points = cost.cost_plausibility(fold_metrics, explain_cost)
     logger.info("%s: Pareto frontier (cost vs AUROC): %s", fold, ", ".join(points.loc[points["pareto"], "method"]))
     return charts.cost_plausibility_chart(points, f"{fold}: cost vs plausibility of every method")
 

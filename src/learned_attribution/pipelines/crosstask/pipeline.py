@@ -7,40 +7,41 @@ from learned_attribution.pipelines import bind
 
 from learned_attribution.core.tasks import FOLD_PREFIX, MIN_TASKS, TASK_REGISTRY, TASKS, Task
 from learned_attribution.pipelines import classifiers, data_processing
-from learned_attribution.services.reporting.crosstask import ablation_report, crosstask_summary
+from learned_attribution.services.reporting.crosstask import crosstask_summary
 
-from .nodes import (chosen_expnet_plus, combine_folds, explain_heldout, expnet_plus_ablation, fit_expnet_plus,
-                    fold_bundle, fold_faithfulness, fold_settings, heatmaps, plot_cost, plot_fold, score_fold,
-                    select_expnet_plus, time_expnet_plus_variants, train_expnet)
+from .nodes import (check_settings, combine_folds, explain_heldout, fit_expnet_plus, fold_bundle, fold_faithfulness,
+                    heatmaps, parse_compute, parse_expnet, parse_expnet_plus, parse_scoring, plot_cost, plot_fold,
+                    score_fold, train_expnet)
 
-SETTINGS = ["scoring", "expnet_recipe", "expnet_plus_recipes", "compute_settings"]
+SCORING_PARAMETERS = [f"crosstask.{key}" for key in ("baselines", "expensive", "expensive_sample_size",
+                                                     "max_test_examples", "batch_size", "bootstrap", "faithfulness")]
 SHARED_PARAMETERS = ("crosstask", "expnet_plus_variants", "explained_layer", "seed", "compute", "encoder",
-                     "max_length", "crosstask.n_heatmaps", "crosstask.variant_cost_examples")
+                     "max_length", "crosstask.n_heatmaps", "crosstask.expnet", "crosstask.expnet_plus",
+                     *SCORING_PARAMETERS)
 
 
 def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline:
     """The fold pipeline; its free inputs are each training task's features and signals
     (`train_features_<task>`, `train_signals_<task>`) and the held-out task's signals, classifier and
-    predictions, mapped onto the shared datasets when instantiated. Its first node parses its settings."""
+    predictions, mapped onto the shared datasets when instantiated. Its first nodes check and parse its settings,
+    each parser reading only its own keys (a settings change then fingerprints only what reads it)."""
     fold = f"{FOLD_PREFIX}{held_out_task}"
     train_features = [f"train_features_{task}" for task in training_tasks]
     train_signals = [f"train_signals_{task}" for task in training_tasks]
     model = ["params:explained_layer", "params:encoder", "params:max_length", "compute_settings"]
     return pipeline([
-        node(fold_settings, ["params:crosstask", "params:expnet_plus_variants", "params:explained_layer",
-                             "params:seed", "params:compute"], SETTINGS, name="parse_settings"),
+        node(check_settings, "params:crosstask", None, name="check_settings"),
+        node(parse_compute, "params:compute", "compute_settings", name="parse_compute"),
+        node(parse_scoring, [*(f"params:{key}" for key in SCORING_PARAMETERS), "params:explained_layer", "params:seed",
+                             "compute_settings"], "scoring", name="parse_scoring"),
+        node(parse_expnet, ["params:crosstask.expnet", "params:seed"], "expnet_recipe", name="parse_expnet"),
+        node(parse_expnet_plus, ["params:crosstask.expnet_plus", "params:expnet_plus_variants", "params:seed"],
+             "expnet_plus_recipe", name="parse_expnet_plus"),
         node(bind(train_expnet, fold=fold), ["classifier", "expnet_recipe", *model, *train_features],
              ["expnet", "expnet_history", "budget"], name="train_expnet"),
-        node(select_expnet_plus, ["budget", "expnet_plus_recipes", "compute_settings", *train_signals],
-             "expnet_plus_selection", name="select_expnet_plus"),
         node(bind(fit_expnet_plus, fold=fold),
-             ["heldout_signals", "classifier", "budget", "expnet_plus_recipes", *model, *train_signals],
-             "expnet_plus_trained", name="fit_expnet_plus"),
-        node(chosen_expnet_plus, ["expnet_plus_trained", "expnet_plus_selection"],
-             ["expnet_plus", "expnet_plus_shape_free"], name="chosen_expnet_plus"),
-        node(bind(expnet_plus_ablation, fold=fold),
-             ["expnet_plus_trained", "expnet_plus_selection", "heldout_signals", "predictions", "fold_metrics",
-              "budget", "scoring"], "expnet_plus_ablation", name="expnet_plus_ablation"),
+             ["heldout_signals", "classifier", "budget", "expnet_plus_recipe", *model, *train_signals],
+             ["expnet_plus", "expnet_plus_shape_free"], name="fit_expnet_plus"),
         node(explain_heldout, ["classifier", "predictions", "expnet", "expnet_plus", "scoring", "compute_settings"],
              ["token_scores", "explain_failures", "explain_cost"], name="explain_heldout"),
         node(fold_faithfulness, ["classifier", "token_scores", "predictions", "scoring", "compute_settings"],
@@ -49,11 +50,7 @@ def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline
              ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "scoring"], "fold_metrics",
              name="score_fold"),
         node(bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
-        node(time_expnet_plus_variants, ["classifier", "predictions", "expnet_plus_trained", "scoring",
-                                         "params:crosstask.variant_cost_examples", "compute_settings"],
-             "expnet_plus_cost", name="time_expnet_plus_variants"),
-        node(bind(plot_cost, fold=fold), ["fold_metrics", "explain_cost", "expnet_plus_ablation", "expnet_plus_cost"],
-             "cost_plot", name="plot_cost"),
+        node(bind(plot_cost, fold=fold), ["fold_metrics", "explain_cost"], "cost_plot", name="plot_cost"),
         node(bind(fold_bundle, fold=fold),
              ["fold_metrics", "budget", "scoring", "expnet", "expnet_plus", "expnet_plus_shape_free"], "bundle",
              name="fold_bundle"),
@@ -65,8 +62,8 @@ def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline
 
 def create_folds(tasks: Sequence[str] = TASKS) -> Pipeline:
     """One fold per task of `tasks` (namespace `heldout_<task>`), trained on all the other tasks, then the
-    cross-fold report. The protocol needs at least three tasks: ExpNet+ is selected by leaving one training
-    task out, so a fold needs two training tasks at least."""
+    cross-fold report. The protocol needs at least three tasks: the ablation validates ExpNet+'s candidates by
+    leaving one training task out, so a fold needs two training tasks at least."""
     if len(tasks) < MIN_TASKS or len(set(tasks)) != len(tasks):
         raise ValueError(f"the cross-task protocol needs at least {MIN_TASKS} distinct tasks, got {list(tasks)}")
     folds = []
@@ -82,11 +79,9 @@ def create_folds(tasks: Sequence[str] = TASKS) -> Pipeline:
     report = pipeline([
         node(combine_folds, [f"{FOLD_PREFIX}{t}.fold_metrics" for t in tasks], "crosstask_metrics",
              name="combine_folds"),
-        node(crosstask_summary, ["crosstask_metrics", "classifier_metrics", "expnet_plus_ablation"],
-             "crosstask_summary", name="crosstask_summary"),
-        node(ablation_report, [f"{FOLD_PREFIX}{t}.expnet_plus_ablation" for t in tasks],
-             ["expnet_plus_ablation", "expnet_plus_ablation_page", "expnet_plus_ablation_plot"],
-             name="expnet_plus_report"),
+        node(crosstask_summary, ["crosstask_metrics", "classifier_metrics",
+                                 *(f"{FOLD_PREFIX}{t}.expnet_plus" for t in tasks)], "crosstask_summary",
+             name="crosstask_summary"),
     ])
     return pipeline([*folds, report])
 

@@ -11,7 +11,7 @@ from learned_attribution.core.models.learned import LearnedModel, TrainingSettin
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.config import (ComputeSettings, ScoringSettings, compute_settings,
-                                                 expnet_plus_recipes, scoring_settings)
+                                                 expnet_plus_recipe, scoring_settings)
 from learned_attribution.services.evaluation import fewshot
 from learned_attribution.services.evaluation.fewshot import FewShotCurveSettings, Refit
 
@@ -23,7 +23,7 @@ def fewshot_settings(crosstask: dict[str, Any], variants: dict[str, Any], values
     before any work."""
     parsed = compute_settings(compute)
     return (scoring_settings(crosstask, layer, seed, parsed), fewshot.fewshot_settings(values, seed, variants),
-            expnet_plus_recipes(crosstask, variants, seed).training, parsed)
+            expnet_plus_recipe(crosstask["expnet_plus"], variants, seed).training, parsed)
 
 
 def choose_refits(fold_bundle: bundles.Bundle, settings: FewShotCurveSettings, training_settings: TrainingSettings,

@@ -1,8 +1,8 @@
 """A cross-task fold's learned explainers (SPEC §6, ExpNet+): the paper's ExpNet trained on the training tasks'
-attention features, every ExpNet+ candidate validated by leaving one training task out and retrained on them all,
-the chosen variant with the best shape-free one beside it, and the ablation table over the held-out rationale set.
-Every table here is a training task's (or the held-out task's) token rows; the held-out task's labels are only
-read by the ablation, after every choice is made."""
+attention features, ExpNet+ variants retrained on them all (the main job's recipe and its shape-free variant, or the
+ablation's candidates), and, for the ablation, every candidate validated by leaving one training task out and the
+ablation table over the held-out rationale set. Every table here is a training task's (or the held-out task's) token
+rows; the held-out task's labels are only read by the ablation's table, after every fit is made."""
 from __future__ import annotations
 
 import logging
@@ -14,12 +14,12 @@ import torch
 from learned_attribution.core.explainers.apply import explain_examples, resolve_method
 from learned_attribution.core.models.artifacts import explainer_context
 from learned_attribution.core.models.features import feature_names
-from learned_attribution.core.models.learned import (LearnedModel, TrainingSettings, Variant, best_shape_free,
-                                                     fit_variant, select_variant)
+from learned_attribution.core.models.learned import (LearnedModel, TrainingSettings, Variant, fit_variant,
+                                                     select_variant)
 from learned_attribution.core.models.signals import FEATURE_SETS, columns_for, token_vocabulary
 from learned_attribution.core.tasks import held_out_task
 
-from ..config import ComputeSettings, ExpnetPlusRecipes, ExpnetRecipe, ScoringSettings
+from ..config import ComputeSettings, ExpnetPlusCandidates, ExpnetRecipe, ScoringSettings
 from .cost import Timed, cost_table, timed_forward
 from .protocol import (as_learned_row, expensive_sample, learned_rationale_scores, matched_baselines,
                        scored_examples)
@@ -134,10 +134,10 @@ def cross_task_inputs(training: Sequence[pd.DataFrame], held_out: pd.DataFrame
     return parts, target, stats
 
 
-def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: ExpnetPlusRecipes,
+def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: ExpnetPlusCandidates,
                        device: torch.device) -> pd.DataFrame:
     """Leave-one-training-task-out validation of every ExpNet+ candidate on the fold's training tasks (`training`:
-    each one's signal table; the held-out task is not an argument); the best mean validation AUROC is chosen."""
+    each one's signal table; the held-out task is not an argument); `selected`: the best mean validation AUROC."""
     parts = [signal_tables(table) for table in training]
     check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
     columns = candidate_columns(training[0], recipes.variants)
@@ -150,57 +150,47 @@ def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: Ex
 
 
 def fit_expnet_plus(training: Sequence[pd.DataFrame], held_out: pd.DataFrame, budget: dict[str, float],
-                    recipes: ExpnetPlusRecipes, classifier, *, fold: str, layer: int, encoder: str, max_length: int,
-                    device: torch.device) -> dict[str, LearnedModel]:
-    """Every ExpNet+ candidate retrained on all the training tasks (early stopping on their validation rows) for the
+                    variants: Sequence[Variant], settings: TrainingSettings, classifier, *, fold: str, layer: int,
+                    encoder: str, max_length: int, device: torch.device) -> dict[str, LearnedModel]:
+    """Each of `variants` retrained on all the training tasks (early stopping on their validation rows) for the
     held-out classifier, whose signals (`held_out`) enter unlabeled (its token labels are dropped here; the
     `classifier` is only read for its shape, recorded in each saved variant's context)."""
     parts, target, stats = cross_task_inputs(training, held_out)
-    columns = candidate_columns(training[0], recipes.variants)
+    columns = candidate_columns(training[0], variants)
     context = fold_context(classifier, fold, sorted(p["train"]["task"].iloc[0] for p in parts), budget["rho"], layer,
                            encoder, max_length)
     models = {}
-    for variant in recipes.variants:
-        model = fit_cross_task(variant, parts, target, stats, columns[variant.name], budget["rho"], recipes.training,
-                               device)
+    for variant in variants:
+        model = fit_cross_task(variant, parts, target, stats, columns[variant.name], budget["rho"], settings, device)
         model.threshold = budget["threshold"]
         model.context = context | {"variant": variant.name}
         models[variant.name] = model
     return models
 
 
-def chosen_expnet_plus(models: dict[str, LearnedModel], selection: pd.DataFrame) -> tuple[LearnedModel, LearnedModel]:
-    """The variant the selection chose (retrained on the training tasks), and the best-ranked shape-free variant
-    beside it (what the fold applies to a classifier of another family or shape; the chosen one itself when it is
-    shape-free). Candidates without a shape-free variant are an error: a fold must explain any supported
-    classifier."""
-    chosen = models[selection.loc[selection["selected"], "variant"].iloc[0]]
-    shape_free = best_shape_free(selection, {name: model.variant for name, model in models.items()})
-    if shape_free is None:
-        raise ValueError("parameter crosstask.expnet_plus.candidates has no shape-free variant (feature sets among "
-                         "core/models/signals.py SHAPE_FREE_SETS): a fold keeps one to explain classifiers of other "
-                         "shapes")
-    return chosen, models[shape_free]
-
-
 def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, held_out: pd.DataFrame,
-                   examples: pd.DataFrame, fold_metrics: pd.DataFrame, rho: float, scoring: ScoringSettings, *,
-                   fold: str) -> pd.DataFrame:
-    """Every variant on the held-out rationale test `examples` (scored from the held-out classifier's signal table
+                   examples: pd.DataFrame, fold_metrics: pd.DataFrame, main_recipe: str, rho: float,
+                   scoring: ScoringSettings, *, fold: str) -> pd.DataFrame:
+    """Every candidate on the held-out rationale test `examples` (scored from the held-out classifier's signal table
     `held_out`): AUROC, AUPRC, matched-budget and own-rule F1 with bootstrap 95% intervals and each seed's own
-    network (`learned_rationale_scores`), its validation AUROC and whether it was selected; beside them the best
-    baseline (by AUROC, matched, among the methods run on every example) and the two floors of the fold's metrics."""
+    network (`learned_rationale_scores`), its validation AUROC, whether the selection rule picks it and whether it
+    is the main job's recipe (`main_recipe`); beside them the main job's own ExpNet+ as scored in the fold, the best
+    baseline (by AUROC, matched, among the methods run on every example) and the two floors of the fold's
+    metrics."""
     validation = selection[selection["direction"] == "mean"].set_index("variant")
     rows = []
     for name, model in models.items():
         rows.append({"fold": fold, "variant": name, "description": model.variant.describe(),
-                     "selected": bool(validation.at[name, "rank"] == 1), "shape_free": model.shape_free,
-                     "val_auroc": validation.at[name, "val_auroc"],
+                     "selected": bool(validation.at[name, "rank"] == 1), "main_recipe": name == main_recipe,
+                     "shape_free": model.shape_free, "val_auroc": validation.at[name, "val_auroc"],
                      **learned_rationale_scores(model, held_out, examples, rho, scoring)})
+    matched = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["rule"] == "matched")]
+    main = matched[matched["method"] == "expnet_plus"]
     best = matched_baselines(fold_metrics).sort_values("auroc", ascending=False).head(1)
     floors = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["family"] == "floor")]
-    for _, reference in pd.concat([best, floors]).iterrows():
-        label = "best baseline" if reference["family"] != "floor" else "floor"
+    for _, reference in pd.concat([main, best, floors]).iterrows():
+        label = {"expnet_plus": "main job"}.get(reference["method"],
+                                                "best baseline" if reference["family"] != "floor" else "floor")
         rows.append({"fold": fold, "variant": f"{reference['method']} ({label})", "description": label,
                      "selected": False, **as_learned_row(reference, fold_metrics)})
     return pd.DataFrame(rows)

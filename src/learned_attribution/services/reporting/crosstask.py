@@ -9,6 +9,8 @@ import pandas as pd
 
 from learned_attribution.core.tasks import held_out_task
 
+from learned_attribution.core.models.learned import LearnedModel
+
 from ..evaluation.protocol import matched_baselines
 from .charts import ablation_chart
 from .tables import PAPER_REFERENCE, comparison, interval_text, markdown_table, table_lines
@@ -21,7 +23,6 @@ class FoldHeadline:
 
     fold: str
     n_examples: int
-    variant: str
     expnet_plus: pd.Series
     paper: pd.Series
     best_by_auroc: pd.Series
@@ -30,7 +31,7 @@ class FoldHeadline:
     random_auroc: float
 
 
-def fold_headlines(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> list[FoldHeadline]:
+def fold_headlines(metrics: pd.DataFrame) -> list[FoldHeadline]:
     """Per fold: ExpNet+, the paper's ExpNet and the best baselines (by AUROC, by matched F1, among the methods run
     on every example), with the floors."""
     out = []
@@ -40,12 +41,8 @@ def fold_headlines(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> list
         baselines = matched_baselines(rows)
         if not {"expnet_plus", "expnet_paper"} <= set(matched.index) or not len(baselines):
             continue
-        variant = "?"
-        if ablation is not None and len(ablation):
-            chosen = ablation[(ablation["fold"] == fold) & (ablation["selected"] == True)]  # noqa: E712 (column of bools)
-            variant = str(chosen["variant"].iloc[0]) if len(chosen) else "?"
         out.append(FoldHeadline(
-            fold=str(fold), n_examples=int(matched.at["expnet_plus", "n_examples"]), variant=variant,
+            fold=str(fold), n_examples=int(matched.at["expnet_plus", "n_examples"]),
             expnet_plus=matched.loc["expnet_plus"], paper=matched.loc["expnet_paper"],
             best_by_auroc=baselines.sort_values("auroc", ascending=False).iloc[0],
             best_by_f1=baselines.sort_values("f1", ascending=False).iloc[0],
@@ -54,15 +51,15 @@ def fold_headlines(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> list
     return out
 
 
-def headline_table(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> str:
+def headline_table(metrics: pd.DataFrame) -> str:
     """Markdown: per fold ExpNet+, the paper's ExpNet and the best baseline, AUROC and matched F1 with 95% intervals,
     the floors, and whether ExpNet+ is above the best baseline (and with intervals apart)."""
     rows = []
-    for h in fold_headlines(metrics, ablation):
+    for h in fold_headlines(metrics):
         plus, auroc_best, f1_best = h.expnet_plus, h.best_by_auroc, h.best_by_f1
         verdicts = [comparison(plus, auroc_best, "auroc", "AUROC"), comparison(plus, f1_best, "f1", "F1")]
         rows.append([f"{held_out_task(h.fold)} (n = {h.n_examples})",
-                     f"**{interval_text(plus, 'auroc')}** ({h.variant})", interval_text(h.paper, "auroc"),
+                     f"**{interval_text(plus, 'auroc')}**", interval_text(h.paper, "auroc"),
                      f"{auroc_best['method']} {interval_text(auroc_best, 'auroc')}", f"**{interval_text(plus, 'f1')}**",
                      interval_text(h.paper, "f1"), f"{f1_best['method']} {interval_text(f1_best, 'f1')}",
                      f"{h.random_auroc:.3f}, {h.all_tokens_f1:.3f}", "; ".join(verdicts)])
@@ -72,21 +69,19 @@ def headline_table(metrics: pd.DataFrame, ablation: pd.DataFrame | None) -> str:
 
 
 def shape_free_table(ablation: pd.DataFrame) -> str:
-    """Markdown: per fold, the chosen ExpNet+ variant beside the shape-free variant the fold keeps for classifiers of
-    other shapes (the best shape-free one by validation AUROC) and every other shape-free candidate: what crossing
-    architectures costs on the fold's own architecture (held-out AUROC and matched F1 with 95% intervals)."""
+    """Markdown: per fold, the main job's ExpNet+ recipe beside every shape-free candidate of the ablation (a fold
+    keeps one, `crosstask.expnet_plus.shape_free`, for classifiers of other shapes): what crossing architectures
+    costs on the fold's own architecture (held-out AUROC and matched F1 with 95% intervals)."""
     lines = []
     variants = ablation[ablation["val_auroc"].notna()]
     for fold, rows in variants.groupby("fold", sort=False):
-        chosen = rows[rows["selected"] == True]  # noqa: E712 (column of bools)
+        chosen = rows[rows["main_recipe"] == True]  # noqa: E712 (column of bools)
         free = rows[rows["shape_free"] == True].sort_values("val_auroc", ascending=False)  # noqa: E712
         if not len(chosen) or not len(free):
             continue
         chosen = chosen.iloc[0]
-        kept = free.iloc[0]["variant"]
-        shown = [(chosen, "chosen" + (", shape-free" if chosen["shape_free"] else ""))]
-        shown += [(r, "kept for other shapes" if r["variant"] == kept else "shape-free candidate")
-                  for _, r in free.iterrows() if r["variant"] != chosen["variant"]]
+        shown = [(chosen, "main job's recipe" + (", shape-free" if chosen["shape_free"] else ""))]
+        shown += [(r, "shape-free candidate") for _, r in free.iterrows() if r["variant"] != chosen["variant"]]
         references = ablation[(ablation["fold"] == fold) & ablation["description"].isin(["best baseline", "floor"])]
         shown += [(r, r["description"]) for _, r in references.iterrows()]
         for row, role in shown:
@@ -95,7 +90,7 @@ def shape_free_table(ablation: pd.DataFrame) -> str:
             lines.append([held_out_task(fold), row["variant"], role, validation, interval_text(row, "auroc"),
                           interval_text(row, "f1_matched"), difference])
     return table_lines(["held-out task", "variant", "role", "validation AUROC", "held-out AUROC", "matched F1",
-                        "AUROC minus the chosen's"], lines)
+                        "AUROC minus the recipe's"], lines)
 
 
 def paper_claim(h: FoldHeadline) -> tuple[dict, bool]:
@@ -107,7 +102,7 @@ def paper_claim(h: FoldHeadline) -> tuple[dict, bool]:
 def paper_comparison_table(metrics: pd.DataFrame) -> str:
     """Markdown: the paper's matched F1 (bert-base) beside this run's, per held-out task."""
     rows = []
-    for h in fold_headlines(metrics, None):
+    for h in fold_headlines(metrics):
         reference, holds = paper_claim(h)
         rows.append([held_out_task(h.fold), f"{reference.get('expnet_f1', float('nan')):.3f}",
                      f"{reference.get('best_baseline', '?')} {reference.get('best_baseline_f1', float('nan')):.3f}",
@@ -134,7 +129,7 @@ def by_prediction_table(metrics: pd.DataFrame) -> str:
     """Markdown: matched AUROC of ExpNet+, the paper's ExpNet and the best baseline on correctly and incorrectly
     predicted examples (on the latter every method explains the wrong class)."""
     lines = []
-    for h in fold_headlines(metrics, None):
+    for h in fold_headlines(metrics):
         baseline = h.best_by_auroc["method"]
         for subset, n, cells in by_prediction(metrics[metrics["fold"] == h.fold], baseline):
             if "expnet_plus" in cells:
@@ -191,10 +186,11 @@ def transfer_table(into_base: pd.DataFrame | None, into_small: pd.DataFrame | No
                         "own ExpNet+ AUROC", "transferred matched F1", "at or above saliency"], lines)
 
 
-def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, ablation: pd.DataFrame) -> str:
+def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, *recipes: LearnedModel) -> str:
     """Markdown: per fold, every method's matched-budget F1 and AUROC (95% CI), the floors, ExpNet's
-    own rules, the paper's reference numbers beside ours, whether the paper's claim holds here, and every
-    ExpNet+ candidate of the fold's selection (the ablation table: validation, held-out AUROC, seed spread)."""
+    own rules, the paper's reference numbers beside ours, whether the paper's claim holds here, and ExpNet+'s recipe
+    (`recipes`: each fold's ExpNet+, in the folds' order)."""
+    described = {model.context.get("fold"): model.variant for model in recipes}
     lines = ["# Cross-task results", "",
              "Each fold trains ExpNet on two tasks and scores every method on the third task's rationale test set, "
              "explaining that task's own classifier (never trained on these sentences). Matched budget: top-k with "
@@ -226,7 +222,9 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, a
                       f"Here: best baseline by matched F1 {best_f1['method']} {best_f1['f1']:.3f}, by AUROC "
                       f"{best_auroc['method']} {interval_text(best_auroc, 'auroc')}; all-tokens floor F1 "
                       f"{all_tokens['f1'].iloc[0]:.3f}."]
-            for method, label in (("expnet_plus", "ExpNet+ (chosen variant)"), ("expnet_paper", "The paper's ExpNet")):
+            recipe = described.get(fold)
+            plus = f"ExpNet+ ({recipe.name}: {recipe.describe()})" if recipe is not None else "ExpNet+"
+            for method, label in (("expnet_plus", plus), ("expnet_paper", "The paper's ExpNet")):
                 learned = matched[matched["method"] == method]
                 own = rows[(rows["subset"] == "all") & (rows["method"] == method) & (rows["rule"] == "own_calibrated")]
                 if not len(learned):
@@ -241,17 +239,6 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, a
                     f"{'above' if row['f1'] > best_f1['f1'] else 'below'} the best baseline's, own-rule F1 "
                     f"{'above' if own['f1'].iloc[0] > all_tokens['f1'].iloc[0] else 'below'} the all-tokens floor.")
             lines += _by_prediction(rows, best_auroc["method"])
-            lines.append("")
-        candidates = ablation[(ablation["fold"] == fold) & ablation["val_auroc"].notna()]
-        if len(candidates):
-            lines += ["ExpNet+ candidates (selected first, then by validation AUROC; held-out AUROC of the seed ensemble, "
-                      "and each seed's own):", ""]
-            for r in candidates.sort_values(["selected", "val_auroc"], ascending=False).to_dict("records"):
-                spread = (f"; per seed {r['auroc_seed_mean']:.3f} ± {r['auroc_seed_sd']:.3f}"
-                          if pd.notna(r.get("auroc_seed_mean")) else "")
-                lines.append(f"- {'**' if r['selected'] else ''}{r['variant']}{'** (selected)' if r['selected'] else ''}: "
-                             f"validation {r['val_auroc']:.4f}, held-out AUROC {interval_text(r, 'auroc')}{spread}, "
-                             f"matched F1 {r['f1_matched']:.3f}")
             lines.append("")
     return "\n".join(lines)
 
@@ -278,14 +265,15 @@ def ablation_report(*ablations: pd.DataFrame):
              "Every variant is trained on the fold's training tasks and scored on the held-out task's rationale "
              "test set (all examples). `val_auroc`: mean validation AUROC of leave-one-training-task-out (for each "
              "training task: train on the other training tasks, validate on all its validation rationale examples, "
-             "mispredicted ones too); the variant with the highest is chosen (`selected`) without reading the "
-             "held-out task; "
+             "mispredicted ones too); `selected`: the variant that rule picks without reading the held-out task "
+             "(the main job trains one recipe, `main_recipe`, and none is selected there: docs/choices.md); "
              "each direction's AUROC is the mean over the variant's seeds, so a lucky seed does not pick it. A "
              "variant's explainer is the ensemble of its seeds (mean logit); `AUROC per seed`: each seed's own "
              "network on the same examples (mean ± sd, min-max). Intervals: bootstrap 95% over examples. Own rule: "
              "threshold calibrated on the training tasks' validation examples. `AUROC, mispredicted`: on the examples "
              "the classifier got wrong, whose explanation is of the other class than the human rationale's. "
-             "`stack weights`: a convex stack's five largest weights.", ""]
+             "`stack weights`: a convex stack's five largest weights. The `main job` row is the fold's own ExpNet+ as "
+             "the main job scored it (its recipe, with the main job's seeds).", ""]
     for fold, rows in table.groupby("fold", sort=False):
         shown = rows.assign(**{
             "AUROC": rows.apply(interval_text, axis=1, metric="auroc"),
@@ -296,7 +284,8 @@ def ablation_report(*ablations: pd.DataFrame):
             "AUROC, mispredicted": rows.apply(interval_text, axis=1, metric="auroc_incorrect"),
             "stack weights": rows.get("stack_weights", pd.Series("", index=rows.index)).fillna(""),
         })
-        lines += [f"## {fold}", "", markdown_table(shown[["variant", "description", "selected", "val_auroc", "AUROC",
+        lines += [f"## {fold}", "", markdown_table(shown[["variant", "description", "main_recipe", "selected",
+                                                          "val_auroc", "AUROC",
                                                           "AUROC per seed", "AUROC, mispredicted", "AUPRC",
                                                           "F1 matched", "F1 own (calibrated)", "stack weights"]]),
                   ""]

@@ -5,7 +5,7 @@
 
 Every number comes from a file the pipeline or a benchmark wrote under the reports folder
 (`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
-`crosstask/explain_cost_<task>.csv`, `crosstask/expnet_plus_selection_<task>.csv`, `node_timings/crosstask.csv`,
+`crosstask/explain_cost_<task>.csv`, `ablation/expnet_plus_selection_<task>.csv`, `node_timings/crosstask.csv`,
 `afn_report.md`, `fewshot.md`, `fewshot_summary.csv`, `benchmarks/*.csv`); a report that is missing leaves its
 section out and the document says which. Nothing is typed in by hand, so the document is right for the machine and
 run it was generated from and is simply regenerated on another. Marked blocks (`<!-- results:NAME -->` ...
@@ -81,12 +81,18 @@ def pareto_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
 
 
 def stage_table(timings: pd.DataFrame) -> str:
-    """Markdown: wall seconds per stage of the main job's last `kedro run` (node_timings/crosstask.csv: nodes' own time,
-    outputs saved included), and the total."""
-    stages = timings.groupby("stage", sort=False)["seconds"].sum()
-    rows = [{"stage": stage, "minutes": seconds / 60} for stage, seconds in stages.items()]
-    rows.append({"stage": "**total (sum of node times)**", "minutes": stages.sum() / 60})
-    return markdown_table(pd.DataFrame(rows), digits=1)
+    """Markdown: per stage of the main job's last `kedro run` (node_timings/crosstask.csv) its wall time (first start
+    to last end) and the sum of its nodes' own times (outputs saved included), the run's total of both, and the
+    kernels it ran on."""
+    rows = []
+    for stage, nodes in timings.groupby("stage", sort=False):
+        wall = (nodes["end_s"].max() - nodes["start_s"].min()) if "end_s" in nodes else float("nan")
+        rows.append({"stage": stage, "wall minutes": wall / 60, "node minutes": nodes["seconds"].sum() / 60})
+    wall = (timings["end_s"].max() - timings["start_s"].min()) if "end_s" in timings else float("nan")
+    rows.append({"stage": "**total**", "wall minutes": wall / 60, "node minutes": timings["seconds"].sum() / 60})
+    kernels = timings["kernels"].dropna().iloc[0] if "kernels" in timings and timings["kernels"].notna().any() else ""
+    return "\n".join([*([f"Kernels: {kernels}.", ""] if kernels else []),
+                      markdown_table(pd.DataFrame(rows), digits=1)])
 
 
 def throughput_table(throughput: pd.DataFrame) -> str:
@@ -156,7 +162,7 @@ class Reports:
             cost = _read(folder / "crosstask" / f"explain_cost_{task}.csv", csv, missing)
             if cost is not None:
                 costs[task] = cost
-            selection = _read(folder / "crosstask" / f"expnet_plus_selection_{task}.csv", csv, missing)
+            selection = _read(folder / "ablation" / f"expnet_plus_selection_{task}.csv", csv, missing)
             if selection is not None:
                 selections[f"{FOLD_PREFIX}{task}"] = selection
         # optional: only an `amortize` run writes them
@@ -195,7 +201,7 @@ def base_size_section(reports: Reports, base: Reports) -> list[str]:
     if reports.classifier_metrics is not None and base.classifier_metrics is not None:
         lines += ["### Classifiers (`classifier_metrics.csv` of both runs)", "",
                   classifier_comparison_table(reports.classifier_metrics, base.classifier_metrics), ""]
-    lines += ["### Cross-task headline at base size", "", headline_table(base.metrics, base.ablation), "",
+    lines += ["### Cross-task headline at base size", "", headline_table(base.metrics), "",
               "### The paper's claim at base size", "", paper_comparison_table(base.metrics), "",
               "### By prediction at base size", "", by_prediction_table(base.metrics), ""]
     if base.ablation is not None and "shape_free" in base.ablation:
@@ -233,18 +239,20 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
              "Do not edit by hand: rerun the command after a run. Intervals are bootstrap 95% over examples; AUROC is "
              "per example, F1 at the matched top-k budget (k = round(rho x n), rho the training tasks' rationale "
              "density); \"best baseline\" is among the methods run on every example.", "",
-             "## Cross-task headline (`crosstask_metrics.csv`, `expnet_plus_ablation.csv`)", "",
-             headline_table(reports.metrics, reports.ablation), "",
-             *(["## Shape-free variants beside the chosen one (`expnet_plus_ablation.csv`)", "",
+             "## Cross-task headline (`crosstask_metrics.csv`)", "",
+             headline_table(reports.metrics), "",
+             *(["## Shape-free variants beside the main job's recipe (`expnet_plus_ablation.csv`: `kedro run "
+                "--pipeline ablation`)", "",
                 "A shape-free variant reads no per-layer or per-head column, so it explains a classifier of any supported "
-                "family and shape; each fold keeps its best (by validation AUROC) for such classifiers. Scored here on "
-                "the fold's own classifier: the cost of crossing architectures on the same architecture.", "",
+                "family and shape; each fold keeps one (`crosstask.expnet_plus.shape_free`) for such classifiers. Scored "
+                "here on the fold's own classifier: the cost of crossing architectures on the same architecture.", "",
                 shape_free_table(reports.ablation), ""]
                if reports.ablation is not None and "shape_free" in reports.ablation else []),
-             *(["## Selection rules, their track record (`crosstask/expnet_plus_selection_<task>.csv`, "
-                "`expnet_plus_ablation.csv`)", "",
+             *(["## Selection rules, their track record (`ablation/expnet_plus_selection_<task>.csv`, "
+                "`expnet_plus_ablation.csv`: `kedro run --pipeline ablation`)", "",
                 "How well each rule's score of the ExpNet+ candidates predicts their held-out AUROC, per fold: "
-                "`mean_validation` (the mean over the training directions, the rule the folds apply), "
+                "`mean_validation` (the mean over the training directions, the rule the ablation's `selected` "
+                "applies), "
                 "`worst_direction` (the lowest direction) and `fixed_default` (the mean held-out AUROC on the other "
                 "folds; their explainers trained on this fold's task). Regret: the best candidate's held-out AUROC in "
                 "hindsight minus the pick's.", "",
@@ -330,7 +338,7 @@ MARKER = re.compile(r"(<!-- results:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /
 
 def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
     """The tables a README may embed, by marker name."""
-    blocks = {"headline": headline_table(reports.metrics, reports.ablation)}
+    blocks = {"headline": headline_table(reports.metrics)}
     if reports.students:
         blocks["students"] = students_table(reports.students)
     if reports.fewshot_summary is not None:
@@ -339,7 +347,7 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
         parts = []
         if reports.classifier_metrics is not None and base.classifier_metrics is not None:
             parts += [classifier_comparison_table(reports.classifier_metrics, base.classifier_metrics), ""]
-        parts += [headline_table(base.metrics, base.ablation)]
+        parts += [headline_table(base.metrics)]
         if base.transfer_metrics is not None or reports.transfer_metrics is not None:
             parts += ["", transfer_table(base.transfer_metrics, reports.transfer_metrics)]
         if reports.afn_headline is not None and base.afn_headline is not None:

@@ -1,0 +1,74 @@
+"""Nodes of one fold's ExpNet+ ablation: the candidates validated by leaving one training task out, retrained on all
+the training tasks, scored on the held-out rationale test set beside the main job's recipe, and timed. The work is in
+`services/evaluation/folds.py`; the main job's signals, predictions, budget and metrics are read, never recomputed."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import matplotlib.figure
+import pandas as pd
+
+from learned_attribution.core.models.learned import LearnedModel
+from learned_attribution.core.models.loading import TrainedClassifier
+from learned_attribution.pipelines import Parts, token_table
+from learned_attribution.services.config import (ComputeSettings, ExpnetPlusCandidates, ScoringSettings,
+                                                 compute_settings, expnet_plus_candidates, expnet_plus_recipe,
+                                                 scoring_settings)
+from learned_attribution.services.evaluation import cost, folds, protocol
+from learned_attribution.services.reporting import charts
+
+logger = logging.getLogger(__name__)
+
+
+def ablation_settings(ablation: dict[str, Any], crosstask: dict[str, Any], variants: dict[str, Any], layer: int,
+                      seed: int, compute: dict[str, Any]
+                      ) -> tuple[ScoringSettings, ExpnetPlusCandidates, str, ComputeSettings]:
+    """The fold's scoring protocol, the candidates (`params:ablation`, recipes from the variant catalogue), the name
+    of the main job's recipe and where the torch work runs, parsed before any work."""
+    parsed = compute_settings(compute)
+    return (scoring_settings(crosstask, layer, seed, parsed), expnet_plus_candidates(ablation, variants, seed),
+            expnet_plus_recipe(crosstask["expnet_plus"], variants, seed).variant.name, parsed)
+
+
+def select_expnet_plus(budget: dict[str, float], candidates: ExpnetPlusCandidates, compute: ComputeSettings,
+                       *training_signals: Parts) -> pd.DataFrame:
+    """Leave-one-training-task-out validation of every candidate (the held-out task is not an input)."""
+    return folds.select_expnet_plus([token_table(parts) for parts in training_signals], budget["rho"], candidates,
+                                    compute.device)
+
+
+def fit_candidates(heldout_signals: Parts, classifier: TrainedClassifier, budget: dict[str, float],
+                   candidates: ExpnetPlusCandidates, layer: int, encoder: dict[str, Any], max_length: int,
+                   compute: ComputeSettings, *training_signals: Parts, fold: str) -> dict[str, LearnedModel]:
+    """Every candidate retrained on all the training tasks, for the held-out classifier (its signals unlabeled)."""
+    return folds.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
+                                 budget, candidates.variants, candidates.training, classifier, fold=fold, layer=layer,
+                                 encoder=encoder["name_or_path"], max_length=max_length, device=compute.device)
+
+
+def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, heldout_signals: Parts,
+                   predictions: pd.DataFrame, fold_metrics: pd.DataFrame, budget: dict[str, float], main_recipe: str,
+                   scoring: ScoringSettings, *, fold: str) -> pd.DataFrame:
+    """Every candidate on the held-out rationale test set beside the main job's ExpNet+, the best baseline and the
+    floors."""
+    return folds.ablation_table(models, selection, token_table(heldout_signals),
+                                protocol.scored_examples(predictions, scoring), fold_metrics, main_recipe,
+                                budget["rho"], scoring, fold=fold)
+
+
+def time_candidates(classifier: TrainedClassifier, predictions: pd.DataFrame, models: dict[str, LearnedModel],
+                    candidates: ExpnetPlusCandidates, scoring: ScoringSettings, compute: ComputeSettings
+                    ) -> pd.DataFrame:
+    """Throughput of every candidate as a ratio to a plain forward pass, on a seeded sample of the held-out rationale
+    test examples."""
+    return folds.variant_cost(classifier, predictions, models, scoring, candidates.cost_examples, compute)
+
+
+def plot_cost(fold_metrics: pd.DataFrame, explain_cost: pd.DataFrame, ablation: pd.DataFrame,
+              variant_costs: pd.DataFrame, *, fold: str) -> matplotlib.figure.Figure:
+    """The fold's cost chart (every method's throughput against its AUROC) with every candidate beside the methods
+    (PNG)."""
+    points = cost.cost_plausibility(fold_metrics, explain_cost, ablation, variant_costs)
+    return charts.cost_plausibility_chart(points, f"{fold}: cost vs plausibility of every method and ExpNet+ "
+                                                  "candidate")

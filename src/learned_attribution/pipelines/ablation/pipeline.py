@@ -1,0 +1,59 @@
+"""ablation: per fold, every ExpNet+ candidate beside the main job's recipe, then the cross-fold ablation report.
+Reads the main job's signals, predictions, budgets and fold metrics (run `kedro run --pipeline crosstask` first):
+
+    kedro run --pipeline ablation
+    kedro run --pipeline ablation --params ablation.candidates=all     # the whole variant catalogue
+"""
+from typing import Sequence
+
+from kedro.pipeline import Pipeline, node, pipeline
+
+from learned_attribution.core.tasks import FOLD_PREFIX, MIN_TASKS, TASKS
+from learned_attribution.pipelines import bind
+from learned_attribution.services.reporting.crosstask import ablation_report
+
+from .nodes import (ablation_settings, ablation_table, fit_candidates, plot_cost, select_expnet_plus,
+                    time_candidates)
+
+PARAMETERS = {"ablation", "crosstask", "expnet_plus_variants", "explained_layer", "seed", "compute", "encoder",
+              "max_length"}
+NAMESPACE_PREFIX = "ablation_"
+
+
+def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
+    """One `ablation_<task>` namespace per fold (its nodes add a report to the fold `heldout_<task>` and are no fold
+    run), then the report over all folds."""
+    if len(tasks) < MIN_TASKS:
+        raise ValueError(f"the ablation validates by leaving a training task out: it needs at least {MIN_TASKS} "
+                         f"tasks, got {list(tasks)}")
+    folds = []
+    for task in tasks:
+        fold = f"{FOLD_PREFIX}{task}"
+        training = [t for t in tasks if t != task]
+        train_signals = [f"{t}.explainer_signals" for t in training]
+        signals, classifier = f"{task}.explainer_signals", f"{task}.classifier"
+        predictions, budget, metrics, cost_table = (f"{task}.rationale_predictions", f"{fold}.budget",
+                                                    f"{fold}.fold_metrics", f"{fold}.explain_cost")
+        model = ["params:explained_layer", "params:encoder", "params:max_length", "compute_settings"]
+        folds.append(pipeline(
+            [node(ablation_settings, ["params:ablation", "params:crosstask", "params:expnet_plus_variants",
+                                      "params:explained_layer", "params:seed", "params:compute"],
+                  ["scoring", "candidates", "main_recipe", "compute_settings"], name="parse_settings"),
+             node(select_expnet_plus, [budget, "candidates", "compute_settings", *train_signals],
+                  "expnet_plus_selection", name="select_expnet_plus"),
+             node(bind(fit_candidates, fold=fold), [signals, classifier, budget, "candidates", *model, *train_signals],
+                  "expnet_plus_trained", name="fit_candidates"),
+             node(bind(ablation_table, fold=fold),
+                  ["expnet_plus_trained", "expnet_plus_selection", signals, predictions, metrics, budget,
+                   "main_recipe", "scoring"], "expnet_plus_ablation", name="ablation_table"),
+             node(time_candidates, [classifier, predictions, "expnet_plus_trained", "candidates", "scoring",
+                                    "compute_settings"], "expnet_plus_cost", name="time_candidates"),
+             node(bind(plot_cost, fold=fold), [metrics, cost_table, "expnet_plus_ablation", "expnet_plus_cost"],
+                  "cost_plot", name="plot_cost")],
+            namespace=f"{NAMESPACE_PREFIX}{task}",
+            inputs={signals, classifier, predictions, budget, metrics, cost_table, *train_signals},
+            parameters=PARAMETERS))
+    report = node(ablation_report, [f"{NAMESPACE_PREFIX}{task}.expnet_plus_ablation" for task in tasks],
+                  ["expnet_plus_ablation", "expnet_plus_ablation_page", "expnet_plus_ablation_plot"],
+                  name="expnet_plus_report")
+    return pipeline([*folds, report])
