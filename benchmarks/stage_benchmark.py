@@ -89,11 +89,16 @@ def run_kind(kind: str, env: str, folder: Path, pipeline: str) -> dict:
 
 
 def stage_rows(kind: str, run: dict) -> list[dict]:
+    """Per stage and in total: wall minutes (the nodes' shares of the run's wall time, as docs/results.md counts them)
+    and the sum of node minutes; the process's own minutes and peak memory on the total row."""
+    from learned_attribution.services.reporting.results import stage_walls
+
     timings = run["timings"]
+    walls = stage_walls(timings)
     rows = []
     for stage, nodes in [*timings.groupby("stage", sort=False), ("total", timings)]:
         rows.append({"kernels_kind": kind, "kernels": timings["kernels"].iloc[0], "stage": stage,
-                     "wall_min": (nodes["end_s"].max() - nodes["start_s"].min()) / 60,
+                     "wall_min": walls[nodes.index].sum() / 60,
                      "node_min": nodes["seconds"].sum() / 60,
                      "process_min": run["seconds"] / 60 if stage == "total" else float("nan"),
                      "peak_rss_gb": run["peak_gb"] if stage == "total" else float("nan")})

@@ -282,6 +282,7 @@ def test_stage_benchmark_moves_only_the_data_root_and_reads_wall_time(monkeypatc
     rows = pd.DataFrame(stage_benchmark.stage_rows("slow", {"timings": timings, "seconds": 140.0, "peak_gb": 1.5}))
     assert list(rows["stage"]) == ["classifiers", "folds", "total"]
     assert list(rows["wall_min"] * 60) == [90.0, 40.0, 130.0] and list(rows["node_min"] * 60) == [90.0, 20.0, 110.0]
+    # (the folds node started 20 s after the classifiers' end: its inputs' loading counts in its stage's wall)
     assert rows["peak_rss_gb"].iloc[-1] == 1.5
 
 

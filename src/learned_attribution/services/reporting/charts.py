@@ -98,8 +98,9 @@ def cost_faithfulness_chart(points: pd.DataFrame, title: str) -> plt.Figure:
 
 
 def ablation_chart(ablation: pd.DataFrame) -> plt.Figure:
-    """Per fold: AUROC and matched-budget F1 of every ExpNet+ variant (selected one highlighted) with 95%
-    intervals, the best baseline's as a solid line and the all-tokens floor's F1 as a dashed line."""
+    """Per fold: AUROC and matched-budget F1 of every ExpNet+ candidate (the one the selection rule picks in red) and
+    of the main job's ExpNet+ (green) with 95% intervals, the best baseline's as a solid line and the all-tokens
+    floor's F1 as a dashed line."""
     folds = list(dict.fromkeys(ablation["fold"]))
     figure, axes = plt.subplots(len(folds), 2, figsize=(13, 3.2 * len(folds)), squeeze=False)
     for row, fold in enumerate(folds):
@@ -111,13 +112,15 @@ def ablation_chart(ablation: pd.DataFrame) -> plt.Figure:
             values = variants[metric].to_numpy()
             errors = np.abs(np.vstack([values - variants[f"{metric}_low"].to_numpy(),
                                        variants[f"{metric}_high"].to_numpy() - values]))
-            colors = ["tab:red" if selected else "tab:gray" for selected in variants["selected"]]
+            picked = variants["selected"].eq(True)  # NaN on the reference rows
+            colors = ["tab:green" if description == "main job" else "tab:red" if pick else "tab:gray"
+                      for description, pick in zip(variants["description"], picked)]
             axis.barh(variants["variant"], values, xerr=errors, color=colors, capsize=2)
             if len(baseline):
                 axis.axvline(baseline[metric].iloc[0], color="tab:blue", label=f"best baseline: {baseline['variant'].iloc[0]}")
             if metric == "f1_matched" and len(floor):
                 axis.axvline(floor[metric].iloc[0], color="black", linestyle="--", label="floor: all tokens")
-            axis.set_title(f"{fold}: {metric} (red = chosen on validation)", fontsize=9)
+            axis.set_title(f"{fold}: {metric} (red: picked on validation; green: the main job's)", fontsize=9)
             axis.legend(loc="lower right", fontsize=7)
             axis.tick_params(axis="y", labelsize=7)
     figure.tight_layout()

@@ -80,16 +80,25 @@ def pareto_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
                         "baselines both cheaper and more plausible than ExpNet+"], lines)
 
 
+def stage_walls(timings: pd.DataFrame) -> pd.Series:
+    """Each node's share of the run's wall time: from the end of the node before it (the run's start for the first)
+    to its own end, so loading its inputs and the hooks between nodes count too; the shares add up to the wall time
+    (first start to last end). Without start and end columns (an older timings file): NaN."""
+    if not {"start_s", "end_s"} <= set(timings.columns):
+        return pd.Series(float("nan"), index=timings.index)
+    ordered = timings.sort_values("end_s")
+    previous = ordered["end_s"].shift(1).fillna(ordered["start_s"].min())
+    return (ordered["end_s"] - previous).reindex(timings.index)
+
+
 def stage_table(timings: pd.DataFrame) -> str:
-    """Markdown: per stage of the main job's last `kedro run` (node_timings/crosstask.csv) its wall time (first start
-    to last end) and the sum of its nodes' own times (outputs saved included), the run's total of both, and the
-    kernels it ran on."""
-    rows = []
-    for stage, nodes in timings.groupby("stage", sort=False):
-        wall = (nodes["end_s"].max() - nodes["start_s"].min()) if "end_s" in nodes else float("nan")
-        rows.append({"stage": stage, "wall minutes": wall / 60, "node minutes": nodes["seconds"].sum() / 60})
-    wall = (timings["end_s"].max() - timings["start_s"].min()) if "end_s" in timings else float("nan")
-    rows.append({"stage": "**total**", "wall minutes": wall / 60, "node minutes": timings["seconds"].sum() / 60})
+    """Markdown: per stage of the main job's last `kedro run` (node_timings/crosstask.csv) its wall time (its nodes'
+    shares of the run's wall time, `stage_walls`) beside the sum of its nodes' own times (outputs saved included),
+    the run's totals, and the kernels it ran on."""
+    walls = stage_walls(timings)
+    rows = [{"stage": stage, "wall minutes": walls[nodes.index].sum() / 60, "node minutes": nodes["seconds"].sum() / 60}
+            for stage, nodes in timings.groupby("stage", sort=False)]
+    rows.append({"stage": "**total**", "wall minutes": walls.sum() / 60, "node minutes": timings["seconds"].sum() / 60})
     kernels = timings["kernels"].dropna().iloc[0] if "kernels" in timings and timings["kernels"].notna().any() else ""
     return "\n".join([*([f"Kernels: {kernels}.", ""] if kernels else []),
                       markdown_table(pd.DataFrame(rows), digits=1)])
@@ -204,7 +213,7 @@ def base_size_section(reports: Reports, base: Reports) -> list[str]:
     lines += ["### Cross-task headline at base size", "", headline_table(base.metrics), "",
               "### The paper's claim at base size", "", paper_comparison_table(base.metrics), "",
               "### By prediction at base size", "", by_prediction_table(base.metrics), ""]
-    if base.ablation is not None and "shape_free" in base.ablation:
+    if base.ablation is not None and "main_recipe" in base.ablation:
         lines += ["### Shape-free variants at base size", "", shape_free_table(base.ablation), ""]
     if base.transfer_metrics is not None or reports.transfer_metrics is not None:
         lines += ["### Across architectures (`transfer_metrics.csv` of both runs)", "",
@@ -247,7 +256,7 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
                 "family and shape; each fold keeps one (`crosstask.expnet_plus.shape_free`) for such classifiers. Scored "
                 "here on the fold's own classifier: the cost of crossing architectures on the same architecture.", "",
                 shape_free_table(reports.ablation), ""]
-               if reports.ablation is not None and "shape_free" in reports.ablation else []),
+               if reports.ablation is not None and "main_recipe" in reports.ablation else []),
              *(["## Selection rules, their track record (`ablation/expnet_plus_selection_<task>.csv`, "
                 "`expnet_plus_ablation.csv`: `kedro run --pipeline ablation`)", "",
                 "How well each rule's score of the ExpNet+ candidates predicts their held-out AUROC, per fold: "
