@@ -1,6 +1,7 @@
 """`transfer --env smoke` in a real Kedro session: every smoke fold's shape-free ExpNet+ applied to the
 smoke classifiers (`globals.transfer_source: data/smoke`: the same encoder, so the wiring is checked against a known
-answer, the fold's own ablation row of that variant), and the base-size section of `learned-attribution results`."""
+answer, the fold's own shape-free explainer scored on its own classifier's signals), and the base-size section of
+`learned-attribution results`."""
 from pathlib import Path
 
 import pandas as pd
@@ -14,25 +15,45 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def transfer_run(smoke_ablation_run, smoke_tracking_uri, smoke_runner):
+def transfer_run(smoke_crosstask_run, smoke_tracking_uri, smoke_runner):
     smoke_runner("transfer", smoke_tracking_uri)
     return SMOKE / "08_reporting"
 
 
-def test_a_transferred_shape_free_variant_scores_as_in_its_own_folds_ablation(transfer_run):
+def _own_scores(catalog, fold: str, scoring) -> dict:
+    """The fold's shape-free explainer scored on its own classifier's signals and rationale test examples."""
+    from learned_attribution.pipelines import token_table
+    from learned_attribution.services.evaluation.protocol import learned_rationale_scores, scored_examples
+
+    task = fold.removeprefix("heldout_")
+    model = catalog.load(f"{fold}.expnet_plus_shape_free")
+    examples = scored_examples(catalog.load(f"{task}.rationale_predictions"), scoring)
+    return learned_rationale_scores(model, token_table(catalog.load(f"{task}.explainer_signals")), examples,
+                                    catalog.load(f"{fold}.budget")["rho"], scoring)
+
+
+def test_a_transferred_shape_free_variant_scores_as_on_its_own_fold(transfer_run):
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    from learned_attribution.services.config import scoring_settings
+
     table = pd.read_csv(transfer_run / "transfer_metrics.csv")
-    ablation = pd.read_csv(transfer_run / "expnet_plus_ablation.csv")
     assert list(table["fold"].drop_duplicates()) == list(FOLDS)
-    for fold in FOLDS:
-        rows = table[table["fold"] == fold]
-        transferred = rows[rows["role"] == "transferred"].iloc[0]
-        variant = transferred["method"].removesuffix(" (transferred)")
-        own = ablation[(ablation["fold"] == fold) & (ablation["variant"] == variant)].iloc[0]
-        assert bool(own["shape_free"])
-        # The same explainer on the same classifier's signals and examples: the ablation's numbers exactly.
-        for metric in ("auroc", "auroc_low", "auroc_high", "f1_matched"):
-            assert transferred[metric] == pytest.approx(own[metric], abs=1e-12), (fold, metric)
-        assert {"expnet_plus", "expnet_paper", "saliency", "random", "all_tokens"} <= set(rows["method"])
+    bootstrap_project(PROJECT_ROOT)
+    with KedroSession.create(project_path=PROJECT_ROOT, env="smoke") as session:
+        context = session.load_context()
+        catalog, params = context.catalog, context.params
+        scoring = scoring_settings(params["crosstask"], params["explained_layer"], params["seed"])
+        for fold in FOLDS:
+            rows = table[table["fold"] == fold]
+            transferred = rows[rows["role"] == "transferred"].iloc[0]
+            assert transferred["method"] == "shape_free_stack_self_training (transferred)"
+            own = _own_scores(catalog, fold, scoring)
+            # The same explainer on the same classifier's signals and examples: the same numbers exactly.
+            for metric in ("auroc", "auroc_low", "auroc_high", "f1_matched"):
+                assert transferred[metric] == pytest.approx(own[metric], abs=1e-12), (fold, metric)
+    assert {"expnet_plus", "expnet_paper", "saliency", "random", "all_tokens"} <= set(rows["method"])
     page = (transfer_run / "transfer.md").read_text()
     assert all(f"## {fold}" in page for fold in FOLDS) and "saliency's by" in page
 

@@ -14,7 +14,7 @@ from sklearn.metrics import roc_auc_score
 from learned_attribution.core.metrics.plausibility import mean_example_auroc
 from learned_attribution.core.models.features import feature_names
 from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, SimplexStack, Variant,
-                                                best_shape_free, build_network, build_variant_network,
+                                                build_network, build_variant_network,
                                                 calibrate_threshold, fit_variant, head_of_columns, score_examples,
                                                 select_variant, validation_auroc)
 from learned_attribution.core.models.learned.inputs import (ANCHOR_SCALE, anchor_offsets, statistics, within_example_ranks,
@@ -630,15 +630,6 @@ def test_the_selection_leaves_out_each_of_any_number_of_training_tasks_and_ties_
     assert means.at["first", "val_auroc"] == pytest.approx(rows["val_auroc"].mean())
     with pytest.raises(ValueError, match="needs at least two training tasks"):
         select_variant([first], {"a": tasks["a"]}, {"first": COLUMNS}, 0.3, settings)
-
-
-def test_the_best_shape_free_variant_of_a_selection():
-    variants = {"bound": Variant("bound"), "free_low": Variant("free_low", feature_sets=("attention_stats",)),
-                "free_high": Variant("free_high", feature_sets=("layer_gradient", "position"))}
-    selection = pd.DataFrame({"variant": ["bound", "free_high", "free_low", "bound"],
-                              "direction": ["mean", "mean", "mean", "a->b"], "rank": [1, 2, 3, 1]})
-    assert best_shape_free(selection, variants) == "free_high"
-    assert best_shape_free(selection[selection["variant"] == "bound"], variants) is None
 
 
 @pytest.mark.parametrize("objective", ["pairwise", "listwise"])

@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 
 from learned_attribution.core.models.architectures import mask_token_id
 from learned_attribution.core.models.features import frame_token_ids
-from learned_attribution.core.models.runner import eval_mode, length_grouped_batches, model_device
+from learned_attribution.core.models.runner import eval_mode, iter_batches, model_device
 
 from .base import AttributionMethod, Batch, build_method, padded_batch
 
@@ -40,18 +40,16 @@ class ExplainRun:
 
 def explain_examples(model: torch.nn.Module, tokenizer, examples: pd.DataFrame,
                      methods: dict[str, AttributionMethod], batch_size: int) -> ExplainRun:
-    """Every method on every example (scores for the `predicted` class), in process, each timed, in batches of
-    similar length (little padding; every method is seeded per example, so a batch's company does not change its
-    scores) and returned in the examples' order. A batch that fails is retried one example at a time; an example
-    that still fails is recorded with its id and error, and the rest continue."""
+    """Every method on every example (scores for the `predicted` class), in process, each timed. A batch that
+    fails is retried one example at a time; an example that still fails is recorded with its id and error, and the
+    rest continue."""
     rows, failures, seconds = [], [], {}
-    batches = length_grouped_batches([len(ids) for ids in examples["input_ids"]], batch_size, shuffle=False)
-    position = {example_id: i for i, example_id in enumerate(examples["example_id"])}
+    batches = list(iter_batches(list(examples["input_ids"]), batch_size))
     for name, method in methods.items():
         started = time.perf_counter()
         method_rows, method_failures = explain_batches(model, tokenizer, examples, batches, method, name,
                                                        progress=f"explain {name}")
-        rows.extend(sorted(method_rows, key=lambda row: position[row["example_id"]]))
+        rows.extend(method_rows)
         failures.extend(method_failures)
         seconds[name] = time.perf_counter() - started
         logger.info("%s: %d examples in %.1f s", name, len(examples), seconds[name])

@@ -1,8 +1,10 @@
 """Nodes of one cross-task fold (SPEC §6-9): train the paper's ExpNet and ExpNet+ (one recipe and its shape-free
-variant) on the training tasks, explain and score the held-out one. The work is in `services/evaluation` (folds, protocol, cost) and `services/reporting`."""
+variant) on the training tasks, explain and score the held-out one. The work is in `services/evaluation` (folds,
+protocol, cost) and `services/reporting`."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import matplotlib.figure
@@ -72,13 +74,23 @@ def fit_expnet_plus(heldout_signals: Parts, classifier: TrainedClassifier, budge
     return models[recipe.variant.name], models[recipe.shape_free.name]
 
 
+def explain_baselines(classifier: TrainedClassifier, predictions: pd.DataFrame, scoring: ScoringSettings,
+                      compute: ComputeSettings) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every baseline on the held-out rationale test set, explaining the held-out task's own classifier (never trained
+    on these sentences): token scores, failures, cost. A node of its own: no learned-explainer setting reruns it."""
+    return protocol.explain_rationale_set(classifier, predictions, {}, scoring, compute)
+
+
 def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: LearnedModel,
-                    expnet_plus: LearnedModel, scoring: ScoringSettings, compute: ComputeSettings
+                    expnet_plus: LearnedModel, scoring: ScoringSettings, compute: ComputeSettings,
+                    baseline_scores: pd.DataFrame, baseline_failures: pd.DataFrame, baseline_cost: pd.DataFrame
                     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """ExpNet+, the paper's ExpNet and every baseline on the held-out rationale test set, explaining the held-out
-    task's own classifier (never trained on these sentences): token scores, failures, cost."""
-    return protocol.explain_rationale_set(classifier, predictions, {"expnet_plus": expnet_plus, "expnet_paper": expnet},
-                                          scoring, compute)
+    """ExpNet+ and the paper's ExpNet on the same examples (in process: they cost about a forward pass), beside the
+    baselines' explanations: every method's token scores, failures and cost."""
+    learned = protocol.explain_rationale_set(classifier, predictions,
+                                             {"expnet_plus": expnet_plus, "expnet_paper": expnet},
+                                             replace(scoring, baselines={}, expensive=()), replace(compute, dask=None))
+    return protocol.combined_explanations(learned, (baseline_scores, baseline_failures, baseline_cost))
 
 
 def fold_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,

@@ -9,8 +9,8 @@ from learned_attribution.core.tasks import FOLD_PREFIX, MIN_TASKS, TASK_REGISTRY
 from learned_attribution.pipelines import classifiers, data_processing
 from learned_attribution.services.reporting.crosstask import crosstask_summary
 
-from .nodes import (check_settings, combine_folds, explain_heldout, fit_expnet_plus, fold_bundle, fold_faithfulness,
-                    heatmaps, parse_compute, parse_expnet, parse_expnet_plus, parse_scoring, plot_cost, plot_fold,
+from .nodes import (check_settings, combine_folds, explain_baselines, explain_heldout, fit_expnet_plus, fold_bundle,
+                    fold_faithfulness, heatmaps, parse_compute, parse_expnet, parse_expnet_plus, parse_scoring, plot_cost, plot_fold,
                     score_fold, train_expnet)
 
 SCORING_PARAMETERS = [f"crosstask.{key}" for key in ("baselines", "expensive", "expensive_sample_size",
@@ -42,7 +42,10 @@ def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline
         node(bind(fit_expnet_plus, fold=fold),
              ["heldout_signals", "classifier", "budget", "expnet_plus_recipe", *model, *train_signals],
              ["expnet_plus", "expnet_plus_shape_free"], name="fit_expnet_plus"),
-        node(explain_heldout, ["classifier", "predictions", "expnet", "expnet_plus", "scoring", "compute_settings"],
+        node(explain_baselines, ["classifier", "predictions", "scoring", "compute_settings"],
+             ["baseline_scores", "baseline_failures", "baseline_cost"], name="explain_baselines"),
+        node(explain_heldout, ["classifier", "predictions", "expnet", "expnet_plus", "scoring", "compute_settings",
+                               "baseline_scores", "baseline_failures", "baseline_cost"],
              ["token_scores", "explain_failures", "explain_cost"], name="explain_heldout"),
         node(fold_faithfulness, ["classifier", "token_scores", "predictions", "scoring", "compute_settings"],
              "faithfulness", name="faithfulness"),

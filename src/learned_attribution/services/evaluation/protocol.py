@@ -197,6 +197,19 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mappin
     return scores, failures, cost
 
 
+def combined_explanations(*parts: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The (token scores, failures, cost table) of several `explain_rationale_set` calls on the same examples as one:
+    scores and failures stacked; each method's cost row as its own call timed it (its ratio against the forward pass
+    timed beside it), with the first call's forward-pass row."""
+    scores = pd.concat([p[0] for p in parts], ignore_index=True)
+    failures = pd.concat([p[1] for p in parts], ignore_index=True)
+    costs = [p[2] for p in parts]
+    cost = pd.concat([costs[0][costs[0]["method"] != FORWARD], *(c[c["method"] != FORWARD] for c in costs[1:]),
+                      costs[0][costs[0]["method"] == FORWARD]], ignore_index=True)
+    return scores, failures, cost
+
+
 def sample_faithfulness(classifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
                         scoring: ScoringSettings, compute: ComputeSettings) -> pd.DataFrame:
     """ERASER comprehensiveness and sufficiency (AOPC) of every method on the examples flagged `in_sample`, on the

@@ -9,7 +9,7 @@
 - `training`: the one loop (`fit_variant`) and the trained `LearnedModel`.
 - `encoder`: the encoder student's network (a copy of the classifier's encoder with a token head, `network:
   encoder`) and its loop, `fit_encoder_variant` (it reads token ids, not signal columns).
-- `selection`: leave-one-training-task-out choice of a variant, and the best shape-free one.
+- `selection`: leave-one-training-task-out validation of candidate variants (the ablation's).
 
 The transfer ideas a variant may switch on:
 - `standardise: per_task`: every classifier's signals are z-scored with that classifier's own token statistics;
@@ -36,10 +36,10 @@ AUROC) or `token_auroc` (the pooled token AUROC, the paper's ExpNet's rule).
 from .inputs import InputPipeline
 from .networks import GatedExpNet, SimplexStack, build_network, build_variant_network, head_of_columns
 from .recipe import TrainingSettings, Variant
-from .selection import best_shape_free, select_variant
+from .selection import select_variant
 from .training import (LearnedModel, calibrate_threshold, fit_encoder_variant, fit_variant, score_examples,
                        score_texts, validation_auroc)
 
 __all__ = ["GatedExpNet", "InputPipeline", "LearnedModel", "SimplexStack", "TrainingSettings", "Variant",
-           "best_shape_free", "build_network", "build_variant_network", "calibrate_threshold", "fit_encoder_variant",
+           "build_network", "build_variant_network", "calibrate_threshold", "fit_encoder_variant",
            "fit_variant", "head_of_columns", "score_examples", "score_texts", "select_variant", "validation_auroc"]

@@ -53,11 +53,3 @@ def select_variant(variants: Sequence[Variant], tasks: dict[str, dict[str, pd.Da
     table["rank"] = table["variant"].map({v: i + 1 for i, v in enumerate(order)})
     table["selected"] = table["rank"] == 1
     return table.sort_values(["rank", "direction"], kind="mergesort").reset_index(drop=True)
-
-
-def best_shape_free(selection: pd.DataFrame, variants: dict[str, Variant]) -> str | None:
-    """The best-ranked shape-free variant of a selection table (None when no candidate is shape-free): what a fold
-    applies to a classifier its chosen variant cannot read."""
-    means = selection[selection["direction"] == "mean"].sort_values("rank", kind="mergesort")
-    shape_free = [name for name in means["variant"] if name in variants and variants[name].shape_free]
-    return shape_free[0] if shape_free else None
