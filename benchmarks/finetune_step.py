@@ -29,13 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGURATIONS = {"every weight": False, "word embeddings frozen": True}
 
 
-def kernels(bf16: bool) -> str:
-    """The CPU kernels torch runs with here, in words."""
-    capability = torch.backends.cpu.get_cpu_capability()
-    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "oneDNN's best")
-    return f"torch CPU capability {capability}, oneDNN ISA {isa}, bf16 autocast {'on' if bf16 else 'off'}"
-
-
 RAW_TEXT = {"cola": ("cola/raw/in_domain_train.tsv", None, 3), "sst2": ("sst2/glue/train.tsv", 0, 0)}
 
 
@@ -73,7 +66,8 @@ def step_parts(model, optimizer, input_ids, attention_mask, labels, bf16: bool) 
 def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     from learned_attribution.core.models.classifier import trainable_parameters
     from learned_attribution.core.models.loading import load_tokenizer, new_classifier
-    from learned_attribution.core.models.runner import length_grouped_batches, pad_batch, resolve_bf16
+    from learned_attribution.core.models.runner import (kernels_description, length_grouped_batches, pad_batch,
+                                                         resolve_bf16)
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="cola", choices=sorted(RAW_TEXT))
@@ -88,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     if args.quick:
         args.rounds, args.batch_size = 3, 4
     bf16 = resolve_bf16({"auto": "auto", "on": True, "off": False}[args.bf16], torch.device("cpu"))
-    print(f"kernels: {kernels(bf16)}; threads {torch.get_num_threads()}", flush=True)
+    kernels = kernels_description(torch.device("cpu"), bf16)
+    print(f"kernels: {kernels}; threads {torch.get_num_threads()}", flush=True)
     tokenizer = load_tokenizer(args.encoder)
     texts = sentences(args.task, args.batch_size * args.rounds, args.seed)
     ids = [tokenizer(text, truncation=True, max_length=128)["input_ids"] for text in texts]
@@ -118,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         trained_parameters=("trained_parameters", "first"), forward_s=("forward", "median"),
         backward_s=("backward", "median"), clip_s=("clip", "median"), optimizer_s=("optimizer", "median"),
         step_s=("step", "median"), step_vs_every_weight=("step_vs_every_weight", "median")).reset_index()
-    summary.insert(0, "kernels", kernels(bf16))
+    summary.insert(0, "kernels", kernels)
     print(summary.round(4).to_string(index=False), flush=True)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     summary.to_csv(args.output_dir / "finetune_step.csv", index=False)
