@@ -89,6 +89,27 @@ def test_explaining_a_rationale_set_runs_every_method_and_the_expensive_ones_on_
         scoring_settings({**CROSSTASK, "expensive": ["lime"]}, layer=-1, seed=0)
 
 
+def test_the_baselines_of_one_pass_share_it_and_each_is_costed_alone_on_the_sample(rationale_set):
+    classifier, predictions, _, _ = rationale_set
+    pass_methods = ["raw_attention", "saliency", "gae", "afn_norm"]
+    settings = {**CROSSTASK, "baselines": {**dict.fromkeys(pass_methods, {}), "occlusion": {"batch_size": 8}}}
+    scores, failures, cost = explain_rationale_set(classifier, predictions, {},
+                                                   scoring_settings(settings, layer=-1, seed=0), COMPUTE)
+    assert failures.empty
+    assert scores.groupby("method")["example_id"].nunique().to_dict() == {**dict.fromkeys(pass_methods, 4),
+                                                                         "occlusion": 2}
+    cost = cost.set_index("method")
+    # Every method's seconds cover the seeded sample of 2, and its ratio is to a forward pass over the same 2.
+    assert (cost.loc[[*pass_methods, "occlusion"], "n_examples"] == 2).all()
+    assert cost.at["forward", "n_examples"] == 2 and cost.at["forward", "ratio_to_forward"] == pytest.approx(1.0)
+    # The shared pass gives each method the scores it gives alone.
+    alone, _, _ = explain_rationale_set(classifier, predictions, {}, scoring_settings(
+        {**CROSSTASK, "baselines": {"saliency": {}, "occlusion": {"batch_size": 8}}}, layer=-1, seed=0), COMPUTE)
+    together = scores[scores["method"] == "saliency"].set_index("example_id")["scores"]
+    for row in alone[alone["method"] == "saliency"].itertuples():
+        np.testing.assert_allclose(together[row.example_id], row.scores, rtol=1e-5, atol=1e-7)
+
+
 def test_scoring_known_answers(rationale_set):
     classifier, predictions, paper, plus = rationale_set
     gold = {r.example_id: np.asarray(r.token_labels)[1:-1] for r in predictions.itertuples()}

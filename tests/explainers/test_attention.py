@@ -14,6 +14,7 @@ from transformers.modeling_utils import AttentionInterface
 from learned_attribution.core.explainers import Batch, build_method
 from learned_attribution.core.explainers.base import padded_batch
 from learned_attribution.core.explainers import attention as att
+from learned_attribution.core.explainers.passes import ATTENTION_GRADIENTS, ATTENTIONS, run_pass
 
 METHODS = {
     "raw_attention": att.RawAttention,
@@ -230,7 +231,7 @@ def test_rollout_on_model_with_hand_set_uniform_attention(model, batch, monkeypa
 def test_returned_attentions_carry_the_gradient_of_the_attention_probabilities(model, batch, probe_model):
     """The attentions HF returns are the tensors multiplied with the values: their gradient equals the
     gradient w.r.t. an additive probe placed right before that product."""
-    run = att.run_with_attentions(model, batch, gradients=True)
+    run = run_pass(model, batch, {ATTENTIONS, ATTENTION_GRADIENTS})
     probe_attentions, probe_gradients = probe_attentions_and_gradients(probe_model, batch)
     for layer in range(NUM_LAYERS):
         torch.testing.assert_close(run.attentions[layer], probe_attentions[layer])

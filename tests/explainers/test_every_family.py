@@ -9,6 +9,7 @@ across the tokens of a text (a permutation cannot pass)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,8 @@ import torch
 from sklearn.linear_model import Ridge
 
 from learned_attribution.core.explainers import METHODS, build_method
-from learned_attribution.core.explainers.apply import tokenizer_batch
+from learned_attribution.core.explainers.apply import explain_examples, tokenizer_batch
+from learned_attribution.core.explainers.passes import PassMethod, explain_together
 from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES
 from learned_attribution.core.models.learned import InputPipeline, LearnedModel, Variant, build_variant_network
 from learned_attribution.core.models.signals import model_columns, signal_rows, token_vocabulary
@@ -419,6 +421,52 @@ def test_a_learned_method_is_its_models_prediction_on_the_familys_signal_rows(fa
     with torch.no_grad():
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
     torch.testing.assert_close(free.logits, logits, rtol=1e-5, atol=1e-5)
+
+
+def test_the_baselines_that_read_one_pass_give_their_own_scores_when_they_share_it(family, classifier, batch):
+    """Explained together (one forward and one backward pass for all of them), every pass method gives the scores it
+    gives alone (each checked against its known answer above), and so do the methods that run their own passes."""
+    model, _ = classifier
+    methods = {name: build_method(name, **CHEAP.get(name, {})) for name in sorted(BASELINES)}
+    shared = {name for name, method in methods.items() if isinstance(method, PassMethod)}
+    assert shared == {"raw_attention", "attention_rollout", "gae", "attcat", "attention_x_gradient", "saliency",
+                      "input_x_gradient", "grad_cam", "afn_norm"}
+    together = explain_together(model, batch, methods)
+    assert list(together) == list(methods)
+    for name, method in methods.items():
+        alone = method.explain(model, batch)
+        torch.testing.assert_close(together[name].scores, alone.scores, rtol=1e-5, atol=1e-7,
+                                   msg=lambda m: f"{family} {name}: {m}")
+        if name in shared:  # the shared pass's logits: one classification for every method of the batch
+            torch.testing.assert_close(together[name].logits, together["saliency"].logits)
+
+
+def test_explain_examples_shares_the_pass_and_times_each_method_alone_on_the_timing_examples(family, classifier,
+                                                                                              texts):
+    model, tokenizer = classifier
+    examples = pd.DataFrame({"example_id": [f"e{i}" for i in range(len(texts))], "input_ids": texts,
+                             "predicted": TARGETS})
+    methods = {name: build_method(name) for name in ("saliency", "gae", "occlusion", "afn_norm")}
+    alone = explain_examples(model, tokenizer, examples, methods, batch_size=2)
+    shared = explain_examples(model, tokenizer, examples, methods, batch_size=2, timing=examples.head(1))
+    assert list(shared.seconds) == list(methods) and all(seconds > 0 for seconds in shared.seconds.values())
+    assert shared.timed == {"saliency": 1, "gae": 1, "occlusion": 3, "afn_norm": 1}
+    assert alone.timed == dict.fromkeys(methods, 3)
+    assert list(shared.scores["method"]) == list(alone.scores["method"])  # each method's rows together, in order
+    assert list(shared.scores["example_id"]) == list(alone.scores["example_id"])
+    for together, apart in zip(shared.scores["scores"], alone.scores["scores"]):
+        np.testing.assert_allclose(together, apart, rtol=1e-5, atol=1e-7)
+
+
+def test_a_shared_pass_explains_the_predicted_class_without_a_target(family, classifier, batch):
+    model, _ = classifier
+    untargeted = replace(batch, target=None)
+    methods = {name: build_method(name) for name in ("gae", "saliency", "afn_norm")}
+    together = explain_together(model, untargeted, methods)
+    predicted = together["gae"].logits.argmax(-1)
+    with_predicted = explain_together(model, replace(batch, target=predicted), methods)
+    for name in methods:
+        torch.testing.assert_close(together[name].scores, with_predicted[name].scores)
 
 
 def test_every_registered_method_has_a_known_answer_here():

@@ -126,7 +126,7 @@ def _explain_task(path: str, device: str, name: str, settings: dict, examples: p
     _limit_threads()
     classifier = worker_classifier(path, device)
     return explain_batches(classifier.model, classifier.tokenizer, examples, batches,
-                           build_method(name, **settings), name)
+                           {name: build_method(name, **settings)})
 
 
 def _faithfulness_task(path: str, device: str, input_ids: list[list[int]], scores: list[np.ndarray],

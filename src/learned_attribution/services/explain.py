@@ -40,6 +40,7 @@ from learned_attribution.core.data.words import tokenizer_words, whitespace_word
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.explainers import METHODS, AttributionMethod
 from learned_attribution.core.explainers.apply import resolve_method, tokenizer_batch
+from learned_attribution.core.explainers.passes import explain_together
 from learned_attribution.core.models import artifacts
 from learned_attribution.core.models.architectures import architecture
 from learned_attribution.core.models.loading import TrainedClassifier, max_positions
@@ -226,16 +227,18 @@ class BundleExplainer:
         probabilities = None  # class probabilities [B, C] of the explained classifier
         # A method that classifies and explains in one pass (`AttributionMethod.classifies`: the learned explainers and the
         # gradient methods) goes first, so its logits decide the class and no separate classification pass is run.
+        # The baselines that read one pass of the classifier share it (`explainers.passes.explain_together`).
         ordered = sorted(methods, key=lambda m: not self.method(m).classifies)
         batch = tokenizer_batch(list(rows["input_ids"]), None, tokenizer).to(self.device)
-        for method in ordered:
-            if batch.target is None and not self.method(method).classifies:
-                probabilities = predict_proba(model, list(rows["input_ids"]), len(rows), tokenizer.pad_token_id)
-                batch.target = torch.as_tensor(probabilities.argmax(-1)).to(self.device)
-            attribution = self.method(method).explain(model, batch)  # the model is in eval mode (__init__)
-            if batch.target is None:
-                probabilities = torch.softmax(attribution.logits.float(), dim=-1).cpu().numpy()
-                batch.target = torch.as_tensor(probabilities.argmax(-1)).to(self.device)
+        if not self.method(ordered[0]).classifies:
+            probabilities = predict_proba(model, list(rows["input_ids"]), len(rows), tokenizer.pad_token_id)
+            batch.target = torch.as_tensor(probabilities.argmax(-1)).to(self.device)
+        # The model is in eval mode (__init__).
+        attributions = explain_together(model, batch, {method: self.method(method) for method in ordered})
+        if probabilities is None:
+            logits = next(a.logits for a in attributions.values() if a.logits is not None)
+            probabilities = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+        for method, attribution in attributions.items():
             token_scores[method] = attribution.scores.detach().float().cpu().numpy()
         keep = ~batch.special_mask.cpu().numpy()
         id2label = getattr(model.config, "id2label", {}) or {}

@@ -10,10 +10,8 @@ from typing import Optional
 
 import torch
 
-from .base import Attribution, Batch, AttributionMethod, register
-from learned_attribution.core.models.runner import eval_mode
-
-from .gradient import zero_padding
+from .base import Batch, register
+from .passes import HIDDEN_STATES, ModelPass, PassMethod
 
 
 def default_afn_layer(num_layers: int) -> int:
@@ -23,24 +21,13 @@ def default_afn_layer(num_layers: int) -> int:
     return round(2 * num_layers / 3)
 
 
-def hidden_state_norms(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       layer: int) -> torch.Tensor:
-    """[B, T] L2 norm of every token's hidden state at `layer` (0 = embedding output)."""
-    with eval_mode(model), torch.no_grad():
-        hidden_states = model(input_ids=input_ids, attention_mask=attention_mask,
-                              output_hidden_states=True).hidden_states
-    if not 0 <= layer < len(hidden_states):
-        raise ValueError(f"explainer setting layer={layer}: the model has hidden states for layers "
-                         f"0..{len(hidden_states) - 1} (0 = embedding output)")
-    return hidden_states[layer].float().norm(dim=-1)
-
-
 @register("afn_norm")
 @dataclass
-class AfnNorm(AttributionMethod):
+class AfnNorm(PassMethod):
     """AFN strength S_i = ||h_i||_2 at `layer` (None: `default_afn_layer` of the model's depth)."""
 
     family = "activation"
+    needs = frozenset({HIDDEN_STATES})
     layer: Optional[int] = None
 
     def __post_init__(self) -> None:
@@ -52,6 +39,9 @@ class AfnNorm(AttributionMethod):
         """The layer this explainer reads in `model`."""
         return self.layer if self.layer is not None else default_afn_layer(model.config.num_hidden_layers)
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        norms = hidden_state_norms(model, batch.input_ids, batch.attention_mask, self.layer_for(model))
-        return Attribution(scores=zero_padding(norms, batch.attention_mask), model_calls=1)
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
+        layer = self.layer if self.layer is not None else default_afn_layer(len(run.hidden_states) - 1)
+        if not 0 <= layer < len(run.hidden_states):
+            raise ValueError(f"explainer setting layer={layer}: the model has hidden states for layers "
+                             f"0..{len(run.hidden_states) - 1} (0 = embedding output)")
+        return run.hidden_states[layer].norm(dim=-1)

@@ -15,26 +15,20 @@ padding a batch adds (tested). Scores at special and padding positions are retur
 
 `Attribution.model_calls`, per example: 1 for every method here (one forward pass; GAE, AttCAT and
 attention x gradient also run its backward pass, which base.Attribution does not count separately).
-A batch costs one forward (and one backward) pass for all its rows: the backward pass differentiates the
-sum over rows of each row's target logit, which gives every row its own gradient because rows never
-interact.
+Every method here is a `passes.PassMethod`: explained together, they (and the gradient baselines that read one
+pass) share one forward and one backward pass per batch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-from learned_attribution.core.models.architectures import no_attentions_message
-from learned_attribution.core.models.runner import eval_mode
-
-from .base import Attribution, AttributionMethod, Batch, attention_methods, register
+from .base import Batch, register
+from .passes import ATTENTION_GRADIENTS, ATTENTIONS, HIDDEN_GRADIENTS, HIDDEN_STATES, ModelPass, PassMethod
 
 CLS_POSITION = 0
 FAMILY = "attention"
-FORWARD_ONLY_CALLS = 1
-FORWARD_BACKWARD_CALLS = 1  # one forward pass (plus its backward pass), the convention of base.Attribution
 GAE_POSITIVE_PART_RULES = ("per_head", "after_head_mean")
 
 
@@ -166,18 +160,8 @@ def attention_x_gradient_scores(attention: torch.Tensor, gradient: torch.Tensor)
 
 
 # ----------------------------------------------------------------------------------------------------
-# Running the classifier
+# Explainers (each reads one pass of the classifier: `passes.PassMethod`)
 # ----------------------------------------------------------------------------------------------------
-
-@dataclass
-class AttentionPass:
-    """One forward (and optionally backward) pass of a classifier on a batch, tensors in float32."""
-
-    attentions: list[torch.Tensor]  # per layer [B, H, T, T]
-    attention_gradients: list[torch.Tensor] | None  # per layer [B, H, T, T], d(target logit)/dA
-    hidden_states: list[torch.Tensor] | None  # per layer output [B, T, D] (embeddings excluded)
-    hidden_gradients: list[torch.Tensor] | None  # per layer [B, T, D], d(target logit)/dh
-
 
 def resolve_layer(layer: int, num_layers: int) -> int:
     """A (possibly negative) `layer` setting as an index in 0..num_layers-1, or a clear error."""
@@ -193,79 +177,12 @@ def _check_layer_setting(layer: int) -> int:
     return layer
 
 
-def _check_batch(batch: Batch) -> None:
-    if batch.input_ids.ndim != 2:
-        raise ValueError(f"batch.input_ids must be [B, T]; got shape {tuple(batch.input_ids.shape)}")
-    if batch.attention_mask.shape != batch.input_ids.shape:
-        raise ValueError(f"batch.attention_mask shape {tuple(batch.attention_mask.shape)} differs from "
-                         f"batch.input_ids shape {tuple(batch.input_ids.shape)}")
-    if batch.target.shape != (batch.input_ids.shape[0],):
-        raise ValueError(f"batch.target must be [B] = [{batch.input_ids.shape[0]}]; got shape "
-                         f"{tuple(batch.target.shape)}")
-
-
-def _make_embeddings_require_grad(module: torch.nn.Module, inputs, output: torch.Tensor) -> torch.Tensor:
-    # With frozen weights nothing downstream of the embeddings would require grad; this keeps the graph.
-    return output if output.requires_grad else output.requires_grad_(True)
-
-
-def run_with_attentions(model: torch.nn.Module, batch: Batch, gradients: bool = False,
-                        hidden_states: bool = False) -> AttentionPass:
-    """Run the classifier once on the batch, returning its attentions (and, if asked, hidden states and the
-    gradients of each row's `batch.target` logit w.r.t. both). Needs an eager-attention model."""
-    _check_batch(batch)
-    device = next(model.parameters()).device
-    input_ids = batch.input_ids.to(device)
-    attention_mask = batch.attention_mask.to(device)
-    target = batch.target.to(device)
-    with eval_mode(model), torch.set_grad_enabled(gradients):
-        hook = model.get_input_embeddings().register_forward_hook(_make_embeddings_require_grad) if gradients else None
-        try:
-            output = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True,
-                           output_hidden_states=hidden_states)
-        finally:
-            if hook is not None:
-                hook.remove()
-        attentions = list(output.attentions or ())
-        if not attentions or any(a is None for a in attentions):
-            raise ValueError(no_attentions_message(model, attention_methods()))
-        num_labels = output.logits.shape[-1]
-        if ((target < 0) | (target >= num_labels)).any():
-            raise ValueError(f"batch.target holds {target.tolist()}, outside 0..{num_labels - 1} "
-                             f"for a {num_labels}-class model")
-        # Per-layer outputs only; hidden_states[0] is the embedding output.
-        layer_outputs = list(output.hidden_states[1:]) if hidden_states else None
-        attention_gradients = hidden_gradients = None
-        if gradients:
-            target_logit_sum = output.logits.gather(1, target[:, None]).sum()
-            wrt = attentions + (layer_outputs or [])
-            # autograd.grad, not backward(): the model's parameter .grad stay untouched. It also fails loudly
-            # if a returned attention were not on the path to the logits (e.g. a copy).
-            grads = torch.autograd.grad(target_logit_sum, wrt)
-            attention_gradients = [g.detach().float() for g in grads[:len(attentions)]]
-            if hidden_states:
-                hidden_gradients = [g.detach().float() for g in grads[len(attentions):]]
-    return AttentionPass(
-        attentions=[a.detach().float() for a in attentions],
-        attention_gradients=attention_gradients,
-        hidden_states=[h.detach().float() for h in layer_outputs] if layer_outputs is not None else None,
-        hidden_gradients=hidden_gradients,
-    )
-
-
-def _attribution(scores: torch.Tensor, batch: Batch, model_calls: int) -> Attribution:
-    return Attribution(scores=scores.to(batch.input_ids.device), model_calls=model_calls)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Explainers
-# ----------------------------------------------------------------------------------------------------
-
-class _AttentionMethod(AttributionMethod):
+class _AttentionMethod(PassMethod):
     """What every method of the family shares: it reads attention probabilities (needs eager attention)."""
 
     family = FAMILY
     needs_attentions = True
+    needs = frozenset({ATTENTIONS})
 
 
 class _LayerAttentionMethod(_AttentionMethod):
@@ -279,35 +196,32 @@ class _LayerAttentionMethod(_AttentionMethod):
 class RawAttention(_LayerAttentionMethod):
     """Attention from [CLS] to each token in one layer (default last), mean over heads. Forward only."""
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        run = run_with_attentions(model, batch)
-        layer = resolve_layer(self.layer, len(run.attentions))
-        return _attribution(raw_attention_scores(run.attentions[layer]), batch, FORWARD_ONLY_CALLS)
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
+        return raw_attention_scores(run.attentions[resolve_layer(self.layer, len(run.attentions))])
 
 
 @register("attention_rollout")
 class AttentionRollout(_LayerAttentionMethod):
     """[CLS] row of the attention rollout through layers 0..`layer` (default: all layers). Forward only."""
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        run = run_with_attentions(model, batch)
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
         last = resolve_layer(self.layer, len(run.attentions))
-        return _attribution(rollout_scores(run.attentions[:last + 1]), batch, FORWARD_ONLY_CALLS)
+        return rollout_scores(run.attentions[:last + 1])
 
 
 @register("gae")
 class GenericAttentionExplainability(_AttentionMethod):
     """Chefer et al. 2021 relevance over all layers, [CLS] row. One forward and one backward pass."""
 
+    needs = frozenset({ATTENTIONS, ATTENTION_GRADIENTS})
+
     def __init__(self, positive_part: str = "per_head"):
         if positive_part not in GAE_POSITIVE_PART_RULES:
             raise ValueError(f"parameter positive_part={positive_part!r}: choose one of {GAE_POSITIVE_PART_RULES}")
         self.positive_part = positive_part
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        run = run_with_attentions(model, batch, gradients=True)
-        scores = gae_scores(run.attentions, run.attention_gradients, self.positive_part)
-        return _attribution(scores, batch, FORWARD_BACKWARD_CALLS)
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
+        return gae_scores(run.attentions, run.attention_gradients, self.positive_part)
 
 
 @register("attcat")
@@ -315,22 +229,22 @@ class AttCAT(_AttentionMethod):
     """Qiang et al. 2022 attentive class activation tokens, summed over all layers. Forward + backward."""
 
     signed = True
+    needs = frozenset({ATTENTIONS, HIDDEN_STATES, HIDDEN_GRADIENTS})
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        run = run_with_attentions(model, batch, gradients=True, hidden_states=True)
-        if len(run.hidden_states) != len(run.attentions):
-            raise ValueError(f"the model returned {len(run.hidden_states)} layer outputs but "
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
+        outputs = run.layer_outputs()
+        if len(outputs) != len(run.attentions):
+            raise ValueError(f"the model returned {len(outputs)} layer outputs but "
                              f"{len(run.attentions)} attention layers; AttCAT needs one of each per layer")
-        scores = attcat_scores(run.hidden_states, run.hidden_gradients, run.attentions)
-        return _attribution(scores, batch, FORWARD_BACKWARD_CALLS)
+        return attcat_scores(outputs, run.hidden_gradients, run.attentions)
 
 
 @register("attention_x_gradient")
 class AttentionTimesGradient(_LayerAttentionMethod):
     """[CLS] attention times its gradient in one layer (default last), positive part, mean over heads."""
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        run = run_with_attentions(model, batch, gradients=True)
+    needs = frozenset({ATTENTIONS, ATTENTION_GRADIENTS})
+
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
         layer = resolve_layer(self.layer, len(run.attentions))
-        scores = attention_x_gradient_scores(run.attentions[layer], run.attention_gradients[layer])
-        return _attribution(scores, batch, FORWARD_BACKWARD_CALLS)
+        return attention_x_gradient_scores(run.attentions[layer], run.attention_gradients[layer])

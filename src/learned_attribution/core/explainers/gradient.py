@@ -9,7 +9,8 @@ one backward pass for the gradient methods, and for Integrated Gradients passes 
 steps of texts of one length, unpadded, instead of every step at the batch's longest length. All of them
 explain the target-class *logit* (gradients of a softmax probability saturate). Grad-CAM on tokens has no
 captum equivalent (captum's LayerGradCam averages gradients over the hidden dimension, i.e. per token, which
-is not Grad-CAM's per-feature weighting), so it is written here too.
+is not Grad-CAM's per-feature weighting), so it is written here too. Saliency, Input x Gradient and Grad-CAM are
+`passes.PassMethod`s: explained together with the other baselines that read one pass, they share it.
 
 With `batch.target = None` every method here explains the class its own forward pass predicts and returns
 that pass's logits (`AttributionMethod.classifies`). Every score at a padding position is set to 0; padding never
@@ -26,6 +27,8 @@ from captum.attr._utils.approximation_methods import approximation_parameters
 from learned_attribution.core.models.runner import eval_mode
 
 from .base import Attribution, Batch, AttributionMethod, register
+from .passes import (EMBEDDING_GRADIENTS, HIDDEN_GRADIENTS, HIDDEN_STATES, ModelPass, PassMethod, WordEmbeddingLeaf,
+                     zero_padding)
 
 
 def logits_function(model: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -35,11 +38,6 @@ def logits_function(model: torch.nn.Module) -> Callable[[torch.Tensor, torch.Ten
         return model(input_ids=input_ids, attention_mask=attention_mask).logits
 
     return forward
-
-
-def zero_padding(scores: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """Scores with every padding position set to 0 (float32, detached)."""
-    return (scores.detach().float() * attention_mask.to(scores.device).bool()).float()
 
 
 def pad_baseline_ids(batch: Batch) -> torch.Tensor:
@@ -63,72 +61,29 @@ def target_logit_sum(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor
     return logits.gather(1, target[:, None]).sum()
 
 
-class WordEmbeddingLeaf:
-    """A forward hook on the word-embedding layer that makes its output a leaf of the autograd graph (`leaf`),
-    optionally replaced by given values (`replacement`). The backward pass then stops there (nothing below the
-    layer is needed), and the gradient exists even when the embedding weights are frozen."""
-
-    def __init__(self, model: torch.nn.Module, replacement: torch.Tensor | None = None) -> None:
-        self.layer = model.get_input_embeddings()
-        self.replacement = replacement
-        self.leaf: torch.Tensor | None = None
-
-    def _hook(self, _module: torch.nn.Module, _inputs: tuple, output: torch.Tensor) -> torch.Tensor:
-        if self.leaf is not None:
-            raise RuntimeError("the word-embedding layer ran twice in one forward pass; expected once")
-        values = output if self.replacement is None else self.replacement
-        if values.shape != output.shape:
-            raise ValueError(f"replacement embeddings {tuple(values.shape)} for an output of {tuple(output.shape)}")
-        self.leaf = values.detach().requires_grad_(True)
-        return self.leaf
-
-    def __enter__(self) -> "WordEmbeddingLeaf":
-        self._handle = self.layer.register_forward_hook(self._hook)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._handle.remove()
-
-
-def embedding_gradients(model: torch.nn.Module, batch: Batch,
-                        multiply_by_inputs: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(d logit[target] / d word-embedding output [B, T, H], times that output when `multiply_by_inputs`;
-    logits [B, C]; the explained class [B]) from one forward and one backward pass. `batch.target` None:
-    the predicted class."""
-    with eval_mode(model), torch.enable_grad(), WordEmbeddingLeaf(model) as tap:
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-        target = target_of(batch.target, logits)
-        (gradients,) = torch.autograd.grad(target_logit_sum(logits, target), tap.leaf)
-    return (gradients * tap.leaf.detach() if multiply_by_inputs else gradients), logits.detach(), target
-
-
 @register("saliency")
 @dataclass
-class Saliency(AttributionMethod):
+class Saliency(PassMethod):
     """L2 norm over the hidden dimension of the target logit's gradient w.r.t. each token's input embedding."""
 
     family = "gradient"
-    classifies = True
+    needs = frozenset({EMBEDDING_GRADIENTS})
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        gradients, logits, _ = embedding_gradients(model, batch, multiply_by_inputs=False)
-        return Attribution(scores=zero_padding(gradients.norm(dim=-1), batch.attention_mask), model_calls=1,
-                           logits=logits)
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
+        return run.embedding_gradients.norm(dim=-1)
 
 
 @register("input_x_gradient")
 @dataclass
-class InputXGradient(AttributionMethod):
+class InputXGradient(PassMethod):
     """Dot product of the target logit's gradient and the token's input embedding (sum over hidden)."""
 
     family = "gradient"
     signed = True
-    classifies = True
+    needs = frozenset({EMBEDDING_GRADIENTS})
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        products, logits, _ = embedding_gradients(model, batch, multiply_by_inputs=True)
-        return Attribution(scores=zero_padding(products.sum(dim=-1), batch.attention_mask), model_calls=1,
-                           logits=logits)
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
+        return (run.embedding_gradients * run.word_embeddings).sum(dim=-1)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -263,31 +218,22 @@ class IntegratedGradients(AttributionMethod):
 # Grad-CAM
 # ----------------------------------------------------------------------------------------------------
 
-def last_layer_gradcam(model: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """([B, T] Grad-CAM on tokens at the last encoder layer, logits [B, C]).
-
-    With h the last layer's hidden states and g = d logit[target] / d h, the weight of feature f is the
-    mean of g over the example's real tokens (padding excluded, so padding cannot dilute it), and
-    score_j = ReLU(sum_f weight_f * h_jf). `batch.target` None: the predicted class.
-    """
-    with eval_mode(model), torch.enable_grad():
-        output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=True)
-        hidden = output.hidden_states[-1]
-        target = target_of(batch.target, output.logits)
-        (gradients,) = torch.autograd.grad(target_logit_sum(output.logits, target), hidden)
-    real = batch.attention_mask.to(hidden.dtype)[:, :, None]
+def gradcam_scores(hidden: torch.Tensor, gradients: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """[B, T] Grad-CAM on tokens from one layer's hidden states h [B, T, D] and g = d logit[target] / d h: the weight
+    of feature f is the mean of g over the example's real tokens (padding excluded, so padding cannot dilute it),
+    and score_j = ReLU(sum_f weight_f * h_jf)."""
+    real = attention_mask.to(hidden.device, hidden.dtype)[:, :, None]
     weights = (gradients * real).sum(dim=1) / real.sum(dim=1).clamp(min=1)
-    return torch.relu((hidden.detach() * weights[:, None, :]).sum(dim=-1)), output.logits.detach()
+    return torch.relu((hidden * weights[:, None, :]).sum(dim=-1))
 
 
 @register("grad_cam")
 @dataclass
-class GradCam(AttributionMethod):
-    """Grad-CAM applied to tokens at the last encoder layer (see `last_layer_gradcam`)."""
+class GradCam(PassMethod):
+    """Grad-CAM applied to tokens at the last encoder layer (see `gradcam_scores`)."""
 
     family = "gradient"
-    classifies = True
+    needs = frozenset({HIDDEN_STATES, HIDDEN_GRADIENTS})
 
-    def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        scores, logits = last_layer_gradcam(model, batch)
-        return Attribution(scores=zero_padding(scores, batch.attention_mask), model_calls=1, logits=logits)
+    def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
+        return gradcam_scores(run.hidden_states[-1], run.hidden_gradients[-1], batch.attention_mask)

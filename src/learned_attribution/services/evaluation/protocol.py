@@ -158,7 +158,9 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mappin
     """The `learned` explainers (name -> model: a fold's `expnet_plus` and `expnet_paper`) and every baseline of
     the protocol on the rationale test examples of `predictions`, explaining `classifier` on the `compute` device.
     The expensive methods run on the seeded sample only (all examples when its size is null); with a Dask cluster
-    (`compute.dask`), its methods (default: the expensive ones) run as Dask tasks (`services/distributed.py`).
+    (`compute.dask`), its methods (default: the expensive ones) run as Dask tasks (`services/distributed.py`). The
+    baselines that read one pass of the classifier share it (`explainers.passes`); each of them is timed alone on the
+    seeded sample, beside a plain forward pass over the same sample.
     Returns the token scores (one row per example and method, with gold labels and the `in_sample` flag), the
     failures and the cost table (examples per second, and where they ran)."""
     compute.place(classifier.model)
@@ -177,7 +179,8 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mappin
         for subset, rows in (("all", examples), ("sample", sampled)):
             local = {n: m for n, m in methods.items() if (n in scoring.expensive) == (subset == "sample")}
             if local:
-                runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, scoring.batch_size))
+                runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, scoring.batch_size,
+                                             timing=sampled if subset == "all" else None))
                 where.update(dict.fromkeys(local, f"in process ({compute.device})"))
             distributed = {n: scoring.baselines[n] for n in remote if (n in scoring.expensive) == (subset == "sample")}
             if distributed:
@@ -189,10 +192,14 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mappin
     scores = pd.concat([r.scores for r in runs], ignore_index=True).merge(gold.drop(columns="token_labels"),
                                                                         on="example_id")
     n_explained = scores.groupby("method")["example_id"].nunique()
-    forward_seconds = timed_forward(classifier, examples, scoring.batch_size)
-    cost = cost_table([Timed(m, int(n_explained.get(m, 0)), s, where[m]) for r in runs for m, s in r.seconds.items()]
-                      + [Timed(FORWARD, len(examples), forward_seconds, f"in process ({compute.device})")],
-                      {len(examples): forward_seconds})
+    timed = [Timed(m, r.timed.get(m, int(n_explained.get(m, 0))), s, where[m]) for r in runs
+             for m, s in r.seconds.items()]
+    # The forward pass timed over the examples each method's seconds cover (all of them, or the sample).
+    counts = {t.n_examples for t in timed} & {len(examples), len(sampled)} or {len(examples)}
+    forward = {n: timed_forward(classifier, examples if n == len(examples) else sampled, scoring.batch_size)
+               for n in sorted(counts)}
+    largest = max(forward)
+    cost = cost_table(timed + [Timed(FORWARD, largest, forward[largest], f"in process ({compute.device})")], forward)
     failures = pd.concat([r.failures for r in runs], ignore_index=True)
     return scores, failures, cost
 
