@@ -87,3 +87,17 @@ def test_a_file_without_a_usable_example_is_refused(tiny_models_dir, tmp_path):
     with pytest.raises(InputError, match="test examples"):
         fit_rationales("heldout_sst2", rationale_file(tmp_path / "m.jsonl", 3), tmp_path / "out",
                        models_dir=tiny_models_dir, test_ids=["u1"])
+
+
+def test_the_cli_refits_on_a_span_export_with_its_labels(tiny_models_dir, tmp_path, capsys, project_root):
+    doccano = project_root / "tests" / "data" / "rationale_spans" / "doccano.jsonl"
+    common = ["--fold", "heldout_sst2", "--models-dir", str(tiny_models_dir)]
+    assert main(["fit", "--rationales", str(doccano), *common, "--output", str(tmp_path / "a")]) == 2
+    assert "doccano.jsonl: the export has 2 labels ['Rationale', 'Target']" in capsys.readouterr().err
+    assert main(["fit", "--rationales", str(doccano), *common, "--rationale-labels", "Rationale", "--class-field",
+                 "class", "--output", str(tmp_path / "b")]) == 0
+    assert "refit on 3 annotated examples" in capsys.readouterr().err
+    assert FoldExplainer.from_fold(tmp_path / "b", models_dir=tiny_models_dir).card["fewshot"]["n_examples"] == 3
+    assert main(["fit", "--classifier", "sst2", "--input", "texts.txt", "--rationale-labels", "Rationale",
+                 "--output", str(tmp_path / "c")]) == 2
+    assert "--rationale-labels and --class-field describe a --rationales file" in capsys.readouterr().err

@@ -130,8 +130,16 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--classifier", help="a save_pretrained classifier folder (or a task name); with --rationales "
                                           "default: the fold's held-out task's")
     fit.add_argument("--input", help="unlabeled texts: .txt (one a line), .jsonl or .csv (a student)")
-    fit.add_argument("--rationales", help="annotated examples in evaluate_external's format (.jsonl: text or words, "
-                                          "rationale, label): refit --fold's ExpNet+ on them")
+    fit.add_argument("--rationales", help="annotated examples in evaluate_external's formats (docs/"
+                                          "external_rationales.md: .jsonl of words, rationale, label; span JSONL; a "
+                                          "doccano .jsonl or Label Studio .json export): refit --fold's ExpNet+ on "
+                                          "them")
+    fit.add_argument("--rationale-labels", nargs="+", metavar="NAME",
+                     help="with a doccano or Label Studio export: the span labels that mark rationales (needed when "
+                          "the export has several labels)")
+    fit.add_argument("--class-field", metavar="NAME",
+                     help="with a span file: the field holding the integer class (default: label in span JSONL and "
+                          "Label Studio's data, class in doccano)")
     fit.add_argument("--fold", help=f"with --rationales: the trained fold ({', '.join(FOLDS)}) or a fold folder")
     fit.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="with --rationales: where trained folds "
                                                                          "are (default: data/06_models)")
@@ -189,6 +197,8 @@ def fit_command(args: argparse.Namespace) -> int:
         return fit_rationales_command(args, output)
     if not args.classifier or not args.input:
         raise InputError("fit needs --classifier and --input (a student), or --rationales and --fold (a refit)")
+    if args.rationale_labels or args.class_field:
+        raise InputError("--rationale-labels and --class-field describe a --rationales file: a student has none")
     texts, ids = read_inputs(args.input, args.text_column)
     classifier = bundles.task_classifier(args.classifier)
     architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
@@ -231,7 +241,8 @@ def fit_rationales_command(args: argparse.Namespace, output: Path) -> int:
     card = bundles.read_card(bundles.fold_folder(args.fold, args.models_dir))
     test_ids = run_test_ids(Path(args.models_dir), card["held_out_task"]) if card.get("held_out_task") else []
     explainer = fit_rationales(args.fold, args.rationales, output, classifier=args.classifier,
-                               models_dir=args.models_dir, test_ids=test_ids, device=args.device)
+                               models_dir=args.models_dir, test_ids=test_ids, device=args.device,
+                               rationale_labels=args.rationale_labels, class_field=args.class_field)
     print(f"wrote {output} (the fold's folder, ExpNet+ refit on {explainer.card['fewshot']['n_examples']} "
           f"annotated examples); explain with: learned-attribution explain --fold {output} TEXT", file=sys.stderr)
     return 0

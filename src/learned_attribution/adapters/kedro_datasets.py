@@ -20,7 +20,7 @@ from learned_attribution.core.data.rationales import RationaleFileError, read_ra
 from learned_attribution.core.data.schema import RawText
 from learned_attribution.core.data.texts import read_inputs
 from learned_attribution.core.models import artifacts
-from learned_attribution.core.models.loading import TrainedClassifier, load_classifier
+from learned_attribution.core.models.loading import TrainedClassifier, load_classifier, load_tokenizer
 from learned_attribution.services import bundle as bundles
 
 
@@ -128,22 +128,49 @@ class UnlabeledTextsDataset(InputFileDataset):
 
 
 class RationaleFileDataset(InputFileDataset):
-    """A user's rationale file (`core.data.rationales.read_rationale_file`: .jsonl, or a datasets folder or .csv /
-    .parquet / .json file) as examples of the project's schema, each fault naming the file and line or row."""
+    """A user's rationale file (`core.data.rationales.read_rationale_file`: word-level .jsonl, a datasets folder or
+    .csv / .parquet / .json file, or character spans: span JSONL, a doccano JSONL export, a Label Studio JSON export)
+    as examples of the project's schema, each fault naming the file and line, task or row.
+
+    For span files: `rationale_labels` (the doccano / Label Studio tags counted as rationale), `class_field` (the
+    field holding the integer class) and `tokenizer` (a tokenizer or classifier folder, or an encoder name such as
+    `packaged:all-MiniLM-L6-v2`, loaded offline: the text is split into its pre-tokenizer's words; without one, at
+    whitespace). Word-level files ignore them."""
 
     def __init__(self, filepath: str, parameter: str | None = None, n_classes: int = 2,
-                 metadata: dict[str, Any] | None = None):
+                 rationale_labels: list[str] | None = None, class_field: str | None = None,
+                 tokenizer: str | None = None, metadata: dict[str, Any] | None = None):
         super().__init__(filepath, parameter, metadata)
         self._n_classes = n_classes
+        self._rationale_labels = [rationale_labels] if isinstance(rationale_labels, str) else rationale_labels
+        self._class_field = class_field
+        self._tokenizer = tokenizer
 
     def missing(self, message: str) -> Exception:
         return RationaleFileError(message)
 
     def read(self) -> pd.DataFrame:
-        return read_rationale_file(self._filepath, self._n_classes)
+        tokenizer = load_file_tokenizer(self._tokenizer) if self._tokenizer else None
+        return read_rationale_file(self._filepath, self._n_classes, rationale_labels=self._rationale_labels,
+                                   class_field=self._class_field, tokenizer=tokenizer)
 
     def _describe(self) -> dict[str, Any]:
-        return {**super()._describe(), "n_classes": self._n_classes}
+        return {**super()._describe(), "n_classes": self._n_classes, "rationale_labels": self._rationale_labels,
+                "class_field": self._class_field, "tokenizer": self._tokenizer}
+
+
+def load_file_tokenizer(name_or_path: str):
+    """A tokenizer named in the catalog: a folder holding one (a classifier's or a tokenizer's alone), read offline,
+    or an encoder name (`core.models.loading.load_tokenizer`: packaged names, hub names where the hub is reachable)."""
+    if Path(name_or_path).is_dir():
+        from transformers import AutoTokenizer  # slow to import: only when a span file names a tokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(name_or_path, use_fast=True, local_files_only=True)
+        except (OSError, ValueError) as error:
+            raise RationaleFileError(f"tokenizer {name_or_path!r}: the folder holds no tokenizer that loads "
+                                     f"({type(error).__name__}: {error})") from error
+    return load_tokenizer(name_or_path)
 
 
 class HFClassifierDataset(AbstractDataset[TrainedClassifier, TrainedClassifier]):

@@ -341,12 +341,16 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
                    classifier: str | Path | TrainedClassifier | None = None,
                    models_dir: str | Path = bundles.DEFAULT_MODELS_DIR, test_ids: Sequence[str] = (),
                    settings: "FewShotSettings | None" = None, max_length: int | None = None, batch_size: int = 16,
-                   device: str = "auto") -> FoldExplainer:
+                   device: str = "auto", rationale_labels: Sequence[str] | None = None,
+                   class_field: str | None = None) -> FoldExplainer:
     """A fold's ExpNet+ refit on your own annotated examples (`rationales`: a rationale file in evaluate_external's
-    format, docs/external_rationales.md) with the cross-task fit as its prior (`core.models.learned.fewshot`), for
-    `classifier` (default: the fold's own, as `FoldExplainer.from_fold`); the fold's folder with the refit ExpNet+
-    is written to `output` and returned as a `FoldExplainer`. The classifier explains the class it predicts, as
-    every method here does. Examples whose id is in `test_ids` (a test set you will score on) are refused by id."""
+    formats, docs/external_rationales.md: word-level, or character spans from span JSONL, doccano or Label Studio)
+    with the cross-task fit as its prior (`core.models.learned.fewshot`), for `classifier` (default: the fold's own,
+    as `FoldExplainer.from_fold`); the fold's folder with the refit ExpNet+ is written to `output` and returned as a
+    `FoldExplainer`. The classifier explains the class it predicts, as every method here does. Examples whose id is
+    in `test_ids` (a test set you will score on) are refused by id. A span file's text is split into the
+    classifier tokenizer's words; `rationale_labels` (the doccano / Label Studio tags counted as rationale) and
+    `class_field` (the field holding the integer class) are passed to `read_rationale_file`."""
     from learned_attribution.core.data.rationales import read_rationale_file, no_rationale_words
     from learned_attribution.core.models.learned.fewshot import FewShotSettings, fine_tune
 
@@ -354,7 +358,8 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
     if "expnet_plus" in prior.incompatible:
         raise artifacts.IncompatibleClassifierError(prior.incompatible["expnet_plus"])
     model, tokenizer = prior.classifier.model, prior.classifier.tokenizer
-    examples = read_rationale_file(rationales, n_classes=int(model.config.num_labels))
+    examples = read_rationale_file(rationales, n_classes=int(model.config.num_labels),
+                                   rationale_labels=rationale_labels, class_field=class_field, tokenizer=tokenizer)
     leaked = sorted(set(examples["example_id"].astype(str)) & {str(i) for i in test_ids})
     if leaked:
         raise InputError(f"{rationales}: {len(leaked)} example(s) are test examples, e.g. {leaked[:3]}: an explainer "
