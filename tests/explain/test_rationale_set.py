@@ -1,6 +1,8 @@
 """The library side of a fold's evaluation (services/evaluation: protocol, cost, folds): the seeded sample, the best
 baseline, explaining a rationale set with learned and baseline methods, faithfulness on the sample, and scoring with
 known answers."""
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,6 +10,7 @@ import torch
 
 from learned_attribution.core.models import artifacts
 from learned_attribution.core.models.loading import load_classifier
+from learned_attribution.core.models.signals import FEATURE_SETS, signal_rows
 from learned_attribution.services.config import compute_settings, scoring_settings
 from learned_attribution.services.evaluation.cost import cost_plausibility, pareto_frontier
 from learned_attribution.services.evaluation.protocol import (best_baseline, expensive_sample, explain_rationale_set,
@@ -110,6 +113,26 @@ def test_the_baselines_of_one_pass_share_it_and_each_is_costed_alone_on_the_samp
         np.testing.assert_allclose(together[row.example_id], row.scores, rtol=1e-5, atol=1e-7)
 
 
+def test_the_learned_explainers_scored_from_the_signal_rows_give_their_own_explanations(rationale_set):
+    """The fold scores ExpNet+ and the paper's ExpNet from the classifiers pipeline's signal rows (one pass per text
+    for every consumer): the scores they give explaining each batch themselves, and a cost row timed alone."""
+    classifier, predictions, paper, plus = rationale_set
+    learned = {"expnet_plus": plus, "expnet_paper": paper}
+    settings = replace(SCORING, baselines={}, expensive=())
+    signals = pd.concat(signal_rows(classifier.model, classifier.tokenizer, predictions, list(FEATURE_SETS),
+                                    layer=-1, batch_size=3), ignore_index=True)
+    live, _, _ = explain_rationale_set(classifier, predictions, learned, settings, COMPUTE)
+    read, failures, cost = explain_rationale_set(classifier, predictions, learned, settings, COMPUTE, signals=signals)
+    assert failures.empty and len(read) == len(live) == 2 * 4
+    by_key = read.set_index(["method", "example_id"])["scores"]
+    for row in live.itertuples():
+        np.testing.assert_allclose(by_key[(row.method, row.example_id)], row.scores, rtol=1e-5, atol=1e-6)
+    assert (cost.set_index("method").loc[list(learned), "n_examples"] == 2).all()  # timed alone on the sample
+    with pytest.raises(ValueError, match="have no signal rows"):
+        explain_rationale_set(classifier, predictions, learned, settings, COMPUTE,
+                              signals=signals[signals["example_id"] != predictions["example_id"].iloc[0]])
+
+
 def test_scoring_known_answers(rationale_set):
     classifier, predictions, paper, plus = rationale_set
     gold = {r.example_id: np.asarray(r.token_labels)[1:-1] for r in predictions.itertuples()}
@@ -174,3 +197,49 @@ def test_every_expnet_plus_variant_joins_the_cost_chart_off_the_frontier(rationa
     assert list(points.index) == ["saliency", "ExpNet+ gated"]  # reference rows of the ablation have no cost
     assert points.loc["ExpNet+ gated", "family"] == "expnet_plus variant" and not points.loc["ExpNet+ gated", "pareto"]
     assert points.loc["saliency", "pareto"]  # the frontier is the methods' own
+
+
+def test_a_text_in_several_roles_is_classified_once_with_one_prediction_for_all(tiny_models_dir, monkeypatch):
+    from learned_attribution.services import classifiers
+    from learned_attribution.services.config import classifier_settings
+
+    classifier = load_classifier(tiny_models_dir / "classifier_sst2")
+    texts = {"classifier_test": ["a great film", "so boring"], "rationale_test": ["a great film", "fun story"],
+             "rationale_train": ["so boring"]}
+    tokenized = pd.DataFrame([{"example_id": f"{role}{i}", "task": "sst2", "role": role, "label": i % 2,
+                               "input_ids": classifier.tokenizer(text)["input_ids"], "token_labels": None}
+                              for role, rows in texts.items() for i, text in enumerate(rows)])
+    classified = []  # a spy: the real predict_proba runs, the number of texts it gets is recorded
+    real = classifiers.predict_proba
+    monkeypatch.setattr(classifiers, "predict_proba",
+                        lambda model, ids, *args: classified.append(len(ids)) or real(model, ids, *args))
+    settings = classifier_settings({"epochs": 1, "learning_rate": 1e-4, "batch_size": 2, "weight_decay": 0.0,
+                                    "warmup_fraction": 0.0, "class_weighting": False, "freeze_word_embeddings": False,
+                                    "selection_metric": "accuracy", "max_train_examples": None,
+                                    "max_val_examples": None, "eval_batch_size": 2}, 0, COMPUTE, "classifiers.sst2")
+    rows, metrics = classifiers.predict_roles(classifier, tokenized, settings, COMPUTE)
+    assert classified == [3]  # three distinct texts among five rows
+    by_text = rows.assign(text=rows["input_ids"].map(tuple)).groupby("text")["probability"].nunique()
+    assert (by_text == 1).all()
+    assert metrics.set_index("eval_set")["n"].to_dict() == {"test": 2, "rationale_test": 2, "rationale_train": 1}
+
+
+def test_every_methods_faithfulness_in_one_call_is_what_each_gets_alone(rationale_set):
+    """The methods' removals are scored in one call (a sequence two methods produce runs once): each method's rows
+    are those of `faithfulness` on its own examples."""
+    from learned_attribution.core.models.faithfulness import faithfulness
+    from learned_attribution.services.evaluation.faithfulness import Scored, faithfulness_rows
+
+    classifier, predictions, _, _ = rationale_set
+    ids = [list(i) for i in predictions["input_ids"]]
+    rng = np.random.default_rng(0)
+    methods = {name: Scored(list(predictions["example_id"]), ids, [rng.normal(size=len(i) - 2) for i in ids],
+                            list(predictions["predicted"])) for name in ("a", "b")}
+    methods["b"] = methods["b"]._replace(scores=[-s for s in methods["a"].scores])
+    rows = faithfulness_rows(classifier, methods, (0.2, 0.5), batch_size=3)
+    assert list(rows["method"]) == ["a"] * 4 + ["b"] * 4
+    for name, scored_rows in methods.items():
+        alone = faithfulness(classifier.model, scored_rows.input_ids, scored_rows.scores, scored_rows.target,
+                             (0.2, 0.5), batch_size=3, pad_token_id=classifier.tokenizer.pad_token_id)
+        mine = rows[rows["method"] == name].drop(columns=["method", "example_id"]).reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, alone, rtol=1e-5, atol=1e-6)

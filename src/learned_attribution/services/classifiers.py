@@ -75,8 +75,11 @@ def predict_roles(classifier: TrainedClassifier, tokenized: pd.DataFrame, settin
     compute.place(classifier.model)
     task = tokenized["task"].iloc[0]
     evaluated = tokenized[tokenized["role"].isin(EVALUATED_ROLES)].reset_index(drop=True)
-    probabilities = predict_proba(classifier.model, list(evaluated["input_ids"]), settings.eval_batch_size,
-                                  classifier.tokenizer.pad_token_id, compute.bf16)
+    # A text in several roles (SST-2's test sentences are also its rationale test set) is classified once.
+    first: dict[tuple[int, ...], int] = {}
+    index = [first.setdefault(tuple(ids), len(first)) for ids in evaluated["input_ids"]]
+    probabilities = predict_proba(classifier.model, [list(ids) for ids in first], settings.eval_batch_size,
+                                  classifier.tokenizer.pad_token_id, compute.bf16)[index]
     evaluated["predicted"] = probabilities.argmax(1)
     evaluated["probability"] = probabilities.max(1)
     evaluated["correct"] = evaluated["predicted"] == evaluated["label"]

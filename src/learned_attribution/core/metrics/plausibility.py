@@ -227,17 +227,18 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
         tp, fp, fn = _counts(mask, gold)
         total_tp, total_fp, total_fn = total_tp + tp, total_fp + fp, total_fn + fn
         precision, recall, f1 = _prf(tp, fp, fn)
-        if 0 < gold.sum() < gold.shape[0]:
-            auroc, auprc = auroc_score(gold, scores), average_precision(gold, scores)
-        else:
-            auroc = auprc = float("nan")
+        auprc = average_precision(gold, scores) if 0 < gold.sum() < gold.shape[0] else float("nan")
         rows.append({"example": index, "n_tokens": int(gold.shape[0]), "n_gold": int(gold.sum()),
-                     "f1": f1, "precision": precision, "recall": recall, "auroc": auroc, "auprc": auprc,
+                     "f1": f1, "precision": precision, "recall": recall, "auprc": auprc,
                      "nonfinite_scores": nonfinite, "constant_scores": constant})
         all_scores.append(scores)
         all_gold.append(gold)
 
     per_example = pd.DataFrame(rows)
+    # Every example's AUROC in one vectorised pass (NaN where its gold has one class only).
+    groups = np.repeat(np.arange(len(all_gold)), [gold.shape[0] for gold in all_gold])
+    per_example.insert(per_example.columns.get_loc("auprc"), "auroc",
+                       example_aurocs(np.concatenate(all_scores), np.concatenate(all_gold), groups))
     pooled_scores, pooled_gold = np.concatenate(all_scores), np.concatenate(all_gold)
     pooled_defined = 0 < pooled_gold.sum() < pooled_gold.shape[0]
     precision_micro, recall_micro, f1_micro = _prf(total_tp, total_fp, total_fn)
@@ -333,7 +334,7 @@ def _one_dimensional(values: np.ndarray, name: str) -> np.ndarray:
 
 def _gold_array(gold: np.ndarray, name: str) -> np.ndarray:
     gold = _one_dimensional(gold, name)
-    if not np.isin(gold, (0, 1)).all():
+    if not ((gold == 0) | (gold == 1)).all():
         raise ValueError(f"{name} must hold 0/1 labels only (special tokens stripped), "
                          f"got values {sorted(set(np.unique(gold).tolist()))}")
     return gold.astype(int)

@@ -81,15 +81,17 @@ def explain_baselines(classifier: TrainedClassifier, predictions: pd.DataFrame, 
     return protocol.explain_rationale_set(classifier, predictions, {}, scoring, compute)
 
 
-def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, expnet: LearnedModel,
-                    expnet_plus: LearnedModel, scoring: ScoringSettings, compute: ComputeSettings,
+def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, heldout_signals: Parts,
+                    expnet: LearnedModel, expnet_plus: LearnedModel, scoring: ScoringSettings, compute: ComputeSettings,
                     baseline_scores: pd.DataFrame, baseline_failures: pd.DataFrame, baseline_cost: pd.DataFrame
                     ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """ExpNet+ and the paper's ExpNet on the same examples (in process: they cost about a forward pass), beside the
-    baselines' explanations: every method's token scores, failures and cost."""
+    """ExpNet+ and the paper's ExpNet on the same examples, scored from the held-out task's signal rows (the pass the
+    classifiers pipeline made once for every consumer; each is timed alone, its own pass included, on the seeded
+    sample), beside the baselines' explanations: every method's token scores, failures and cost."""
     learned = protocol.explain_rationale_set(classifier, predictions,
                                              {"expnet_plus": expnet_plus, "expnet_paper": expnet},
-                                             replace(scoring, baselines={}, expensive=()), replace(compute, dask=None))
+                                             replace(scoring, baselines={}, expensive=()), replace(compute, dask=None),
+                                             signals=token_table(heldout_signals))
     return protocol.combined_explanations(learned, (baseline_scores, baseline_failures, baseline_cost))
 
 

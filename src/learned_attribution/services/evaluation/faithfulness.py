@@ -2,7 +2,6 @@
 the one loop over methods, in process or as Dask tasks, and its summary with bootstrap intervals."""
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -40,19 +39,29 @@ def faithfulness_rows(classifier, methods: Mapping[str, Scored], fractions: Sequ
     explained class, in process or as Dask tasks when `dask` is set; columns `method`, `example_id`, then the
     metric's."""
     tables = []
-    with (dask_client(dask) if dask else nullcontext()) as client:
+    if dask is None:  # one call for every method: a sequence several of them remove the same tokens from runs once
+        table = faithfulness(classifier.model, [ids for rows in methods.values() for ids in rows.input_ids],
+                             [scores for rows in methods.values() for scores in rows.scores],
+                             [target for rows in methods.values() for target in rows.target],
+                             fractions=tuple(fractions), batch_size=batch_size,
+                             pad_token_id=classifier.tokenizer.pad_token_id)
+        starts = np.cumsum([0, *(len(rows.example_ids) for rows in methods.values())])
+        for (method, rows), start, end in zip(methods.items(), starts[:-1], starts[1:]):
+            tables.append(_labelled(table.iloc[start:end].assign(example=np.arange(end - start)), method, rows))
+        return pd.concat(tables, ignore_index=True)
+    with dask_client(dask) as client:
         for method, rows in methods.items():
-            if client is None:
-                table = faithfulness(classifier.model, rows.input_ids, rows.scores, rows.target,
-                                     fractions=tuple(fractions), batch_size=batch_size,
-                                     pad_token_id=classifier.tokenizer.pad_token_id)
-            else:
-                table = faithfulness_on_dask(client, classifier, rows.input_ids, rows.scores, rows.target,
-                                             tuple(fractions), batch_size, dask)
-            table.insert(0, "method", method)
-            table.insert(1, "example_id", np.asarray(rows.example_ids))
-            tables.append(table)
+            tables.append(_labelled(faithfulness_on_dask(client, classifier, rows.input_ids, rows.scores, rows.target,
+                                                         tuple(fractions), batch_size, dask), method, rows))
     return pd.concat(tables, ignore_index=True)
+
+
+def _labelled(table: pd.DataFrame, method: str, rows: Scored) -> pd.DataFrame:
+    """A method's faithfulness rows with its name and example ids first."""
+    table = table.reset_index(drop=True)
+    table.insert(0, "method", method)
+    table.insert(1, "example_id", np.asarray(rows.example_ids))
+    return table
 
 
 def faithfulness_summary(rows: pd.DataFrame, n_boot: int, seed: int) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from learned_attribution.core.explainers.apply import ExplainRun, explain_examples, resolve_method
+from learned_attribution.core.explainers.apply import FAILURE_COLUMNS, ExplainRun, explain_examples, resolve_method
 from learned_attribution.core.metrics.plausibility import (all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                            finite_scores, random_scores, threshold_mask, top_k_mask)
 from learned_attribution.core.models.learned import LearnedModel, score_examples
@@ -152,15 +152,40 @@ def best_baseline(metrics: pd.DataFrame) -> str | None:
 # A rationale test set: explain, faithfulness, score
 # ----------------------------------------------------------------------------------------------------
 
+def scores_from_signals(classifier, examples: pd.DataFrame, learned: Mapping[str, LearnedModel],
+                        signals: pd.DataFrame, timing: pd.DataFrame, layer: int, batch_size: int) -> ExplainRun:
+    """The `learned` explainers' token scores on `examples` read from their signal rows (`signals`: the classifiers
+    pipeline's, computed in one pass per text for every consumer), with no pass of the classifier. Each method is
+    then timed alone on the `timing` examples, its own signal pass included (its cost as a user running it pays it)."""
+    wanted = signals[signals["example_id"].isin(set(examples["example_id"]))]
+    missing = set(examples["example_id"]) - set(wanted["example_id"])
+    if missing:
+        raise ValueError(f"{len(missing)} scored examples have no signal rows (e.g. {sorted(missing)[:3]}): the "
+                         "signals were extracted from other predictions; rerun the classifiers pipeline")
+    rows, seconds, timed = [], {}, {}
+    vocabulary = token_vocabulary(classifier.tokenizer)
+    for name, model in learned.items():
+        method = resolve_method(name, learned=dict(learned), layer=layer, vocabulary=vocabulary)
+        scored_rows = score_examples(model, wanted)
+        rows.append(pd.DataFrame({"example_id": scored_rows["example_id"], "method": name, "family": method.family,
+                                  "scores": [scores.tolist() for scores in scored_rows["scores"]],
+                                  "model_calls": 1}))
+        alone = explain_examples(classifier.model, classifier.tokenizer, timing, {name: method}, batch_size)
+        seconds[name], timed[name] = alone.seconds[name], len(timing)
+    return ExplainRun(pd.concat(rows, ignore_index=True), pd.DataFrame(columns=FAILURE_COLUMNS), seconds, timed)
+
+
 def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mapping[str, LearnedModel],
-                          scoring: ScoringSettings, compute: ComputeSettings
+                          scoring: ScoringSettings, compute: ComputeSettings, signals: pd.DataFrame | None = None
                           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The `learned` explainers (name -> model: a fold's `expnet_plus` and `expnet_paper`) and every baseline of
     the protocol on the rationale test examples of `predictions`, explaining `classifier` on the `compute` device.
     The expensive methods run on the seeded sample only (all examples when its size is null); with a Dask cluster
     (`compute.dask`), its methods (default: the expensive ones) run as Dask tasks (`services/distributed.py`). The
     baselines that read one pass of the classifier share it (`explainers.passes`); each of them is timed alone on the
-    seeded sample, beside a plain forward pass over the same sample.
+    seeded sample, beside a plain forward pass over the same sample. With `signals` (the classifiers pipeline's signal
+    rows of these examples), the learned explainers that read only signal columns are scored from them
+    (`scores_from_signals`) instead of a pass of their own.
     Returns the token scores (one row per example and method, with gold labels and the `in_sample` flag), the
     failures and the cost table (examples per second, and where they ran)."""
     compute.place(classifier.model)
@@ -175,6 +200,14 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mappin
     sampled = examples[examples["example_id"].isin(sample)]
     where: dict[str, str] = {}
     runs: list[ExplainRun] = []
+    from_signals = {} if signals is None else {
+        name: model for name, model in learned.items()
+        if not model.reads_token_ids and set(model.columns) <= set(signals.columns)}
+    if from_signals:
+        runs.append(scores_from_signals(classifier, examples, from_signals, signals, sampled, scoring.layer,
+                                        scoring.batch_size))
+        where.update(dict.fromkeys(from_signals, f"in process ({compute.device})"))
+        methods = {name: method for name, method in methods.items() if name not in from_signals}
     with dask_client(dask) if remote else nullcontext() as client:  # one cluster for the node
         for subset, rows in (("all", examples), ("sample", sampled)):
             local = {n: m for n, m in methods.items() if (n in scoring.expensive) == (subset == "sample")}
