@@ -1,10 +1,13 @@
 """`fewshot --env smoke` in a real Kedro session on the smoke folds: k = 0 is each fold's chosen ExpNet+ and scores
 exactly as its row of the fold's ablation, every k > 0 has its seeded draws, and the page, summary and chart are
-written."""
+written; each fold's choice is stored in its folder, and a user's `fit_rationales` on the examples of a draw
+reproduces that draw's row."""
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from learned_attribution.services.evaluation.protocol import matched_baselines
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SMOKE = PROJECT_ROOT / "data" / "smoke"
@@ -38,7 +41,20 @@ def test_k_zero_is_the_folds_explainer_and_every_k_has_its_draws(fewshot_run):
         for metric, column in (("auroc", "auroc"), ("f1_matched", "f1")):
             assert prior[metric] == pytest.approx(own[column], abs=1e-4), (fold, metric)
         moved.append((shots.loc[shots["k"] == 8, "auroc"] != prior["auroc"]).any())
-        assert set(rows["role"]) == {"few-shot", "best baseline", "saliency"}
+        # beside the draws, the suggestion rule's 8 examples of the same pool (services/suggest.py), refit with the
+        # k's prior and schedule and scored as a draw is
+        suggested = rows[rows["role"] == "suggested"]
+        assert list(suggested["k"]) == [8] and list(suggested["repeat"]) == [0]
+        assert (suggested["n_train_examples"] == 8).all() and suggested["auroc"].between(0, 1).all()
+        assert list(suggested["prior"]) == list(shots.loc[shots["k"] == 8, "prior"].iloc[:1])
+        rows = rows[rows["role"] != "suggested"]
+        # the reference rows: the best baseline by AUROC, and by matched F1 where that is another method
+        baselines = matched_baselines(metrics[metrics["fold"] == fold])
+        by_auroc, by_f1 = (baselines.sort_values(m, ascending=False, kind="stable")["method"].iloc[0]
+                           for m in ("auroc", "f1"))
+        assert list(rows.loc[rows["role"] == "best baseline", "method"]) == [by_auroc]
+        assert list(rows.loc[rows["role"] == "best baseline (F1)", "method"]) == ([by_f1] if by_f1 != by_auroc else [])
+        assert set(rows["role"]) - {"best baseline (F1)"} == {"few-shot", "best baseline", "saliency"}
     # the refits moved (a stack whose weights sit at a vertex of the simplex can keep its ranking on a fold)
     assert any(moved)
     summary = pd.read_csv(fewshot_run / "fewshot_summary.csv")
@@ -69,3 +85,53 @@ def test_the_results_document_and_readme_carry_the_curve(fewshot_run, tmp_path):
     cola = summary[(summary["fold"] == "heldout_cola") & (summary["k"] == 8)].iloc[0]
     assert f"{cola['auroc']:.3f} / {cola['f1_matched']:.3f}" in readme.read_text()
     assert "| held-out task (best baseline AUROC / F1) | k = 0 | k = 8 |" in readme.read_text()
+
+
+def test_a_users_fit_on_a_draws_examples_is_that_draws_refit(fewshot_run, tmp_path, monkeypatch):
+    # Known answer: the examples of the curve's draw 0 at k = 8, written as a user's rationale file, refit with
+    # `fit_rationales` (the fold's stored choice at k = 8: its prior and schedule, seeded as draw 0) and scored on the
+    # fold's test set as the curve scores a draw, give that row's AUROC and matched F1.
+    import json
+
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    from learned_attribution.pipelines import token_table
+    from learned_attribution.services import bundle as bundles
+    from learned_attribution.services.config import compute_settings, scoring_settings
+    from learned_attribution.services.evaluation.fewshot import annotated_pool, draw, fewshot_settings
+    from learned_attribution.services.evaluation.protocol import learned_rationale_scores, scored_examples
+    from learned_attribution.services.explain import fit_rationales
+
+    monkeypatch.chdir(PROJECT_ROOT)  # the catalog's paths are relative to the project
+    bootstrap_project(PROJECT_ROOT)
+    with KedroSession.create(project_path=PROJECT_ROOT, env="smoke") as session:
+        context = session.load_context()
+    catalog, params = context.catalog, context.params
+    scoring = scoring_settings(params["crosstask"], params["explained_layer"], params["seed"],
+                               compute_settings(params["compute"]))
+    settings = fewshot_settings(params["fewshot"], params["seed"], params["expnet_plus_variants"])
+    curves = pd.read_csv(fewshot_run / "fewshot_curves.csv")
+    for fold in FOLDS:
+        task = fold.removeprefix("heldout_")
+        choice = bundles.read_fewshot_choice(SMOKE / "06_models" / fold / bundles.FEWSHOT)
+        assert sorted(choice.refits) == [8] and set(choice.priors) == {r.prior for r in choice.refits.values()} - \
+            {"fold"}
+        predictions = catalog.load(f"{task}.rationale_predictions")
+        test = scored_examples(predictions, scoring)
+        pool = annotated_pool(predictions, settings.pool_roles, list(test["example_id"]))
+        ids = draw(list(pool["example_id"]), 8, 0, choice.refits[8].schedule.seed)
+        file = tmp_path / f"{task}.jsonl"
+        file.write_text("".join(json.dumps({"id": i, "words": list(r.words), "label": int(r.label),
+                                            "rationale": [int(x) for x in r.word_rationale]}) + "\n"
+                                for i, r in predictions.set_index("example_id").loc[ids].iterrows()))
+        refit = fit_rationales(fold, file, tmp_path / fold, models_dir=SMOKE / "06_models", device="cpu")
+        card = refit.card["fewshot"]
+        assert (card["k"], card["n_examples"], card["test_check"]) == (8, 8, True)
+        assert card["variant"] == choice.refits[8].variant == refit.learned["expnet_plus"].variant.name
+        scores = learned_rationale_scores(refit.learned["expnet_plus"], token_table(
+            catalog.load(f"{task}.explainer_signals")), test, float(refit.card["rho"]), scoring)
+        row = curves[(curves["fold"] == fold) & (curves["role"] == "few-shot") & (curves["k"] == 8)
+                     & (curves["repeat"] == 0)].iloc[0]
+        assert scores["auroc"] == pytest.approx(row["auroc"], abs=1e-6), fold
+        assert scores["f1_matched"] == pytest.approx(row["f1_matched"], abs=1e-6), fold

@@ -228,3 +228,68 @@ def test_the_apis_default_is_one_of_the_pipelines_schedules():
     parsed = fewshot_settings(declared["fewshot"], seed=0, catalogue=catalogue["expnet_plus_variants"])
     assert FewShotSettings() in parsed.schedules
     assert parsed.ks == (0, 8, 32, 128, 512) and parsed.pool_roles == ("rationale_train", "rationale_val")
+
+
+def test_a_refit_does_not_depend_on_the_order_of_its_rows(prior):
+    # the signal rows of the same examples come batched differently from the pipeline and from a user's file
+    shots = target(8, 5)
+    ids = list(pd.unique(shots["example_id"]))
+    shuffled = pd.concat([shots[shots["example_id"] == i] for i in reversed(ids)], ignore_index=True)
+    settings = FewShotSettings(steps=20, batch_size=4, step_scale=10.0, prior_weight=0.1)
+    one, other = fine_tune(prior, shots, settings), fine_tune(prior, shuffled, settings)
+    assert all(torch.equal(a, b) for a, b in zip(one.net.parameters(), other.net.parameters()))
+
+
+def test_each_metric_is_compared_with_the_best_baseline_by_that_metric():
+    # saliency is the best baseline by AUROC, attention_x_gradient by matched F1: a draw's F1 of 0.45 [0.43, 0.47]
+    # is apart from saliency's 0.40 [0.38, 0.42] but not from attention_x_gradient's 0.48
+    from learned_attribution.services.reporting.fewshot import fewshot_headline, fewshot_page
+
+    def row(role, k, auroc, f1, method="expnet_plus", repeat=0):
+        return {"fold": "heldout_x", "method": method, "role": role, "k": k, "repeat": repeat,
+                "prior": "stack" if role == "few-shot" else None, "auroc": auroc, "auroc_low": auroc - 0.02,
+                "auroc_high": auroc + 0.02, "f1_matched": f1, "f1_matched_low": f1 - 0.02,
+                "f1_matched_high": f1 + 0.02, "auroc_incorrect": auroc - 0.1}
+    curves = pd.DataFrame([row("few-shot", 0, 0.70, 0.40), row("few-shot", 8, 0.80, 0.45),
+                           row("best baseline", None, 0.72, 0.40, "saliency"),
+                           row("best baseline (F1)", None, 0.70, 0.48, "attention_x_gradient"),
+                           row("saliency", None, 0.72, 0.40, "saliency")])
+    summary = curve_summary(curves).set_index("k")
+    assert summary.at[8, "best_baseline"] == "saliency" and summary.at[8, "best_baseline_by_f1"] == \
+        "attention_x_gradient"
+    assert summary.at[8, "baseline_auroc"] == 0.72 and summary.at[8, "baseline_f1_matched"] == 0.48
+    assert summary.at[8, "auroc_draws_apart"] == 1 and summary.at[8, "f1_matched_draws_apart"] == 0
+    page = fewshot_page(summary.reset_index(), pd.DataFrame(
+        [{"fold": "heldout_x", "k": 8, "prior": "fold", "variant": "stack", "candidate": 0, "schedule": "s",
+          "val_auroc": 0.6, "chosen": True, "prior_val_auroc": 0.6}]))
+    assert ("Best baseline: by AUROC saliency, AUROC 0.720 [0.700, 0.740]; by matched F1 attention_x_gradient, "
+            "matched F1 0.480 [0.460, 0.500]. At no k is every draw above saliency in AUROC and above "
+            "attention_x_gradient in matched F1 with intervals apart.") in page
+    assert "heldout_x (saliency 0.720 / attention_x_gradient 0.480)" in fewshot_headline(summary.reset_index())
+    # one method best by both: one reference row, named once
+    same = curve_summary(curves[curves["role"] != "best baseline (F1)"]).set_index("k")
+    assert same.at[8, "best_baseline_by_f1"] == "saliency" and same.at[8, "f1_matched_draws_apart"] == 1
+    assert "heldout_x (saliency 0.720 / 0.400)" in fewshot_headline(same.reset_index())
+
+
+def test_the_stored_choice_takes_the_nearest_k_below_and_keeps_its_priors(prior, tmp_path):
+    from learned_attribution.core.models.learned.fewshot import ChosenRefit, FewShotChoice
+    from learned_attribution.services import bundle as bundles
+    from learned_attribution.services.evaluation.fewshot import stored_choice
+
+    gentle, free = FewShotSettings(steps=10, prior_weight=30.0, seed=4), FewShotSettings(steps=30, seed=4)
+    other = prior.__class__(**{**prior.__dict__, "variant": Variant("net", objective="pairwise")})
+    choice = stored_choice({8: Refit(FOLD_PRIOR, gentle), 32: Refit("net", free)}, {FOLD_PRIOR: prior, "net": other},
+                           fold="heldout_c")
+    assert choice.refits == {8: ChosenRefit(FOLD_PRIOR, "x", gentle), 32: ChosenRefit("net", "net", free)}
+    assert set(choice.priors) == {"net"}  # the fold's own ExpNet+ is in the fold's folder already
+    assert [choice.refit_for(n)[0] for n in (1, 8, 31, 32, 500)] == [8, 8, 8, 32, 32]
+    folder = bundles.write_fewshot_choice(choice, tmp_path / "heldout_c" / bundles.FEWSHOT)
+    assert sorted(p.name for p in folder.iterdir()) == ["choice.json", "priors"]
+    read = bundles.read_fewshot_choice(folder)
+    assert read.fold == "heldout_c" and read.refits == choice.refits
+    signals = target(10, 2)[COLUMNS].to_numpy(np.float32)
+    assert np.array_equal(read.priors["net"].predict(signals), other.predict(signals))
+    assert bundles.read_fewshot_choice(tmp_path / "none") is None
+    with pytest.raises(ValueError, match=r"no fitted prior for \['net'\]"):
+        FewShotChoice("heldout_c", {32: ChosenRefit("net", "net", free)})

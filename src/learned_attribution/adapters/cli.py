@@ -1,10 +1,12 @@
 """`learned-attribution explain`: explain new text with a trained fold or student (see docs/explain.md);
-`learned-attribution fit`: train a student of an expensive method for any classifier (docs/amortize.md).
+`learned-attribution fit`: train a student of an expensive method for any classifier (docs/amortize.md), or
+refit a fold's ExpNet+ on your rationales; `learned-attribution suggest`: which texts to annotate (docs/fewshot.md).
 
     learned-attribution explain --fold heldout_sst2 "A gutsy and exhilarating movie ." --output out.jsonl --html out.html
     learned-attribution explain --fold heldout_cola --input sentences.txt --method expnet_plus --method saliency
     learned-attribution fit --classifier my_model/ --input texts.txt --teacher kernel_shap --output my_student/
     learned-attribution explain --explainer my_student/ "A gutsy and exhilarating movie ."
+    learned-attribution suggest --fold heldout_sst2 --input texts.txt --k 32 --output to_annotate.json
 """
 from __future__ import annotations
 
@@ -125,8 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                                           "or refit a fold's ExpNet+ on your own rationales (--rationales)",
                               description="Amortization (docs/amortize.md): the teacher explains your unlabeled texts, "
                                           "a one-pass student learns to reproduce it; no rationales needed. With "
-                                          "--rationales and --fold (docs/fewshot.md): the fold's ExpNet+ refit on "
-                                          "your annotated examples, the cross-task fit as its prior.")
+                                          "--rationales and --fold (docs/fewshot.md): the prior and schedule the "
+                                          "fewshot pipeline chose and measured for the fold at the nearest k below "
+                                          "your number of annotated examples, refit on them.")
     fit.add_argument("--classifier", help="a save_pretrained classifier folder (or a task name); with --rationales "
                                           "default: the fold's held-out task's")
     fit.add_argument("--input", help="unlabeled texts: .txt (one a line), .jsonl or .csv (a student)")
@@ -143,6 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--fold", help=f"with --rationales: the trained fold ({', '.join(FOLDS)}) or a fold folder")
     fit.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="with --rationales: where trained folds "
                                                                          "are (default: data/06_models)")
+    fit.add_argument("--no-test-check", action="store_true",
+                     help="with --rationales: fit without checking your examples against the run's test examples "
+                          "of the fold's held-out task (07_model_output/rationale_predictions_<task>.parquet beside "
+                          "--models-dir); without this flag a missing file is refused")
     fit.add_argument("--text-column", default="text", help="text column of a .csv input (default: text)")
     fit.add_argument("--teacher", default="kernel_shap", choices=sorted(TEACHER_BUDGETS),
                      help="the method the student learns (default: kernel_shap)")
@@ -164,6 +171,31 @@ def build_parser() -> argparse.ArgumentParser:
                                             "sqlite:///mlflow.db); default: no MLflow")
     fit.add_argument("--experiment", default="amortize", help="the MLflow experiment (default: amortize)")
     fit.set_defaults(run=fit_command)
+    suggest = commands.add_parser("suggest", help="pick which of your texts to annotate for a fold's few-shot refit "
+                                                  "(fit --rationales)",
+                                  description="Picks k texts to annotate (docs/fewshot.md, \"Which examples to "
+                                              "annotate\"): the classifier's most uncertain texts, spread over its "
+                                              "representation; writes them as a file to import into an annotation "
+                                              "tool, each with the predicted class.")
+    suggest.add_argument("--fold", required=True, help=f"the trained fold ({', '.join(FOLDS)}) or a fold folder whose "
+                                                       "ExpNet+ will be refit")
+    suggest.add_argument("--input", required=True, help="your texts: .txt (one a line), .jsonl (text or words, "
+                                                        "optional id) or .csv")
+    suggest.add_argument("--k", type=int, required=True, help="how many texts to annotate")
+    suggest.add_argument("--output", required=True, help="the file to annotate: .json (label-studio) or .jsonl "
+                                                         "(doccano, spans)")
+    suggest.add_argument("--format", default="label-studio", help="label-studio (an import JSON list), doccano (an "
+                                                                  "import JSONL) or spans (span JSONL with empty "
+                                                                  "spans); default: label-studio")
+    suggest.add_argument("--classifier", help="task name, a save_pretrained folder or a hub name (default: the "
+                                              "fold's held-out task's, as fit --rationales)")
+    suggest.add_argument("--text-column", default="text", help="text column of a .csv input (default: text)")
+    suggest.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="where trained folds and classifiers "
+                                                                             "are (default: data/06_models)")
+    suggest.add_argument("--batch-size", type=int, default=16)
+    suggest.add_argument("--max-length", type=int, help="subword tokens per text (default: the fold's, 128)")
+    suggest.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    suggest.set_defaults(run=suggest_command)
     results = commands.add_parser("results", help="write docs/results.md and README's tables from a run's reports",
                                   description="Every number from the reports a run wrote (results.py).")
     results.add_argument("--reports", default="data/08_reporting", help="the run's reports folder "
@@ -199,6 +231,8 @@ def fit_command(args: argparse.Namespace) -> int:
         raise InputError("fit needs --classifier and --input (a student), or --rationales and --fold (a refit)")
     if args.rationale_labels or args.class_field:
         raise InputError("--rationale-labels and --class-field describe a --rationales file: a student has none")
+    if args.no_test_check:
+        raise InputError("--no-test-check goes with --rationales: a student is fitted on unlabeled texts")
     texts, ids = read_inputs(args.input, args.text_column)
     classifier = bundles.task_classifier(args.classifier)
     architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
@@ -228,23 +262,49 @@ def fit_command(args: argparse.Namespace) -> int:
 
 
 def fit_rationales_command(args: argparse.Namespace, output: Path) -> int:
-    from learned_attribution.services import bundle as bundles
     from learned_attribution.services.explain import fit_rationales
-    from learned_attribution.services.evaluation.fewshot import run_test_ids
 
     if not args.rationales or not args.fold:
         raise InputError("fit --rationales needs --fold (the fold whose ExpNet+ is refit), and --fold needs "
                          "--rationales")
     if args.input:
         raise InputError("--input is a student's unlabeled texts: with --rationales, leave it out")
-    # The fold's own held-out test examples, where this project's run wrote them: never fitted on.
-    card = bundles.read_card(bundles.fold_folder(args.fold, args.models_dir))
-    test_ids = run_test_ids(Path(args.models_dir), card["held_out_task"]) if card.get("held_out_task") else []
+    # The fold's own held-out test examples, where this project's run wrote them, are never fitted on (fit_rationales
+    # finds them; without them it refuses unless --no-test-check).
     explainer = fit_rationales(args.fold, args.rationales, output, classifier=args.classifier,
-                               models_dir=args.models_dir, test_ids=test_ids, device=args.device,
+                               models_dir=args.models_dir, test_check=not args.no_test_check, device=args.device,
                                rationale_labels=args.rationale_labels, class_field=args.class_field)
-    print(f"wrote {output} (the fold's folder, ExpNet+ refit on {explainer.card['fewshot']['n_examples']} "
-          f"annotated examples); explain with: learned-attribution explain --fold {output} TEXT", file=sys.stderr)
+    fewshot = explainer.card["fewshot"]
+    used = (f"the fold's few-shot choice at k = {fewshot['k']}: prior {fewshot['variant']}" if fewshot["k"] is not None
+            else "no few-shot choice stored for the fold: its own ExpNet+ with the default schedule")
+    print(f"wrote {output} (the fold's folder, ExpNet+ refit on {fewshot['n_examples']} annotated examples with "
+          f"{used}{'' if fewshot['test_check'] else '; test examples not checked'}); explain with: "
+          f"learned-attribution explain --fold {output} TEXT", file=sys.stderr)
+    return 0
+
+
+def suggest_command(args: argparse.Namespace) -> int:
+    from learned_attribution.core.models import artifacts
+    from learned_attribution.services.suggest import annotation_file, check_format, suggest
+
+    check_format(args.format, args.output)
+    check_output("--output", args.output)
+    if args.k < 1:
+        raise InputError(f"--k {args.k}: must be at least 1")
+    texts, ids = read_inputs(args.input, args.text_column)
+    if len(texts) < args.k:  # before the fold and its classifier are loaded
+        raise InputError(f"{args.input}: {len(texts)} text{'s' * (len(texts) != 1)}, fewer than --k {args.k} to "
+                         f"pick from; ask for at most {len(texts)}")
+    explainer = FoldExplainer.from_fold(args.fold, classifier=args.classifier, models_dir=args.models_dir,
+                                        device=args.device, max_length=args.max_length)
+    if "expnet_plus" in explainer.incompatible:  # the refit these texts are for could not read this classifier
+        raise artifacts.IncompatibleClassifierError(explainer.incompatible["expnet_plus"])
+    picked = suggest(explainer.classifier, texts, ids, args.k, max_length=explainer.max_length,
+                     batch_size=args.batch_size, source=args.input)
+    _write("--output", args.output, annotation_file(picked, args.format))
+    print(f"wrote {args.output} ({args.format}: {args.k} of {len(texts)} texts, each with its predicted class); "
+          f"mark the words that support it, export, then: learned-attribution fit --rationales EXPORT --fold "
+          f"{args.fold} --output my_fold/", file=sys.stderr)
     return 0
 
 

@@ -264,6 +264,35 @@ class BundleDataset(AbstractDataset[bundles.Bundle, bundles.Bundle]):
         return {"path": str(self._path)}
 
 
+class FewShotChoiceDataset(AbstractDataset):
+    """A fold's few-shot choice (`heldout_<task>/fewshot/`: `services/bundle.py`, `FewShotChoice`): per k the prior
+    and schedule the fewshot pipeline chose and measured, with the priors it names other than the fold's own, written
+    whole and atomically; `fit_rationales` reads it from the fold's folder."""
+
+    def __init__(self, path: str, metadata: dict[str, Any] | None = None):
+        self._path = Path(path)
+        self.metadata = metadata
+
+    def load(self):
+        choice = bundles.read_fewshot_choice(self._path)
+        if choice is None:
+            raise DatasetError(f"No few-shot choice at {self._path}; run `kedro run --pipeline fewshot`")
+        return choice
+
+    def save(self, data) -> None:
+        bundles.write_fewshot_choice(data, self._path)
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def _exists(self) -> bool:
+        return (self._path / bundles.FEWSHOT_CHOICE).is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}
+
+
 # ----------------------------------------------------------------------------------------------------
 # Complete or absent: every output that `kedro run --only-missing-outputs` may skip is written under a
 # temporary name and renamed into place, so a crash leaves the previous output or none, never half of one.

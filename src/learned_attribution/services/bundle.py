@@ -9,6 +9,10 @@ fit --output`). This module alone knows the layout; it reads, writes and validat
     expnet_paper/, expnet_plus/, expnet_plus_shape_free/   a fold's learned explainers (core/models/artifacts.py)
     student/                  a student's network (core/models/artifacts.py), with its tables and report beside it
     classifier/               a bundle copied for serving carries its classifier (save_pretrained)
+    fewshot/                  a fold's few-shot choice, written by the fewshot pipeline (`FewShotChoice`,
+                              core/models/learned/fewshot.py): choice.json (per k the prior, its variant and the
+                              schedule) and priors/<variant>/, each prior it names other than the fold's own ExpNet+;
+                              what `fit_rationales` refits with. Not part of the bundle: a crosstask rerun removes it.
 
 A bundle is written whole into a partial folder that is renamed into place, so a folder that exists is complete.
 """
@@ -26,6 +30,7 @@ from learned_attribution.core.atomic import atomic_folder
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.models import artifacts
 from learned_attribution.core.models.learned import LearnedModel
+from learned_attribution.core.models.learned.fewshot import FOLD_PRIOR, FewShotChoice
 from learned_attribution.core.models.loading import TrainedClassifier, load_classifier, looks_like_path
 from learned_attribution.core.tasks import FOLD_PREFIX, FOLDS, TASKS, held_out_task
 
@@ -36,6 +41,9 @@ STUDENT = "student"
 SHAPE_FREE = "expnet_plus_shape_free"  # the fold's best shape-free variant, for classifiers of other shapes
 CLASSIFIER = "classifier"
 CLASSIFIER_PREFIX = "classifier_"  # a task's classifier in the models folder: classifier_<task>
+FEWSHOT = "fewshot"  # a fold's few-shot choice (the fewshot pipeline's): FEWSHOT_CHOICE and FEWSHOT_PRIORS/<name>/
+FEWSHOT_CHOICE = "choice.json"
+FEWSHOT_PRIORS = "priors"
 
 
 @dataclass
@@ -145,6 +153,28 @@ def write_bundle(bundle: Bundle, folder: str | Path) -> Path:
     return Path(folder)
 
 
+def write_fewshot_choice(choice: FewShotChoice, folder: str | Path) -> Path:
+    """Write `choice` into `folder` (a fold folder's `fewshot/`) whole and atomically: each prior it names other
+    than the fold's own ExpNet+ in `priors/<name>/` (core/models/artifacts.py), then `choice.json`."""
+    with atomic_folder(folder) as partial:
+        for name, model in choice.priors.items():
+            artifacts.write_learned(model, partial / FEWSHOT_PRIORS / name)
+        (partial / FEWSHOT_CHOICE).write_text(json.dumps(choice.record(), indent=2))
+    return Path(folder)
+
+
+def read_fewshot_choice(folder: str | Path) -> FewShotChoice | None:
+    """The few-shot choice in `folder` (a fold folder's `fewshot/`) with the priors it names, None where there is
+    none (the fewshot pipeline has not run for the fold)."""
+    folder = Path(folder)
+    if not (folder / FEWSHOT_CHOICE).is_file():
+        return None
+    record = json.loads((folder / FEWSHOT_CHOICE).read_text())
+    names = sorted({refit["prior"] for refit in record["refits"].values()} - {FOLD_PRIOR})
+    return FewShotChoice.from_record(record, {name: artifacts.load_learned(folder / FEWSHOT_PRIORS / name)
+                                              for name in names})
+
+
 def copy_for_serving(folder: str | Path, classifier_folder: str | Path, destination: str | Path) -> Path:
     """A self-contained copy of a bundle (its card and learned explainers, a fold's shape-free variant; not a
     fold's ablation variants) with its classifier in `classifier/`."""
@@ -198,6 +228,22 @@ def fold_folder(fold: str | Path, models_dir: str | Path = DEFAULT_MODELS_DIR) -
         raise InputError(f"no trained fold at {folder} (missing {', '.join(missing)}): run `kedro run --pipeline "
                          "crosstask` in the project (or `kedro run --pipeline folds` once the classifiers are trained)")
     return folder
+
+
+def run_predictions(models_dir: str | Path, task: str) -> Path:
+    """Where the run whose models are in `models_dir` keeps `task`'s rationale examples with their roles:
+    `07_model_output/rationale_predictions_<task>.parquet` beside the models folder."""
+    return Path(models_dir).parent / "07_model_output" / f"rationale_predictions_{task}.parquet"
+
+
+def run_test_ids(models_dir: str | Path, task: str) -> list[str] | None:
+    """The rationale test examples of `task` in the run whose models are in `models_dir` (`run_predictions`), None
+    where that run left none."""
+    path = run_predictions(models_dir, task)
+    if not path.is_file():
+        return None
+    predictions = pd.read_parquet(path, columns=["example_id", "role"])
+    return predictions.loc[predictions["role"] == "rationale_test", "example_id"].astype(str).tolist()
 
 
 def task_classifier(spec: str | Path | None, models_dir: str | Path = DEFAULT_MODELS_DIR,

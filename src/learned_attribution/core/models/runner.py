@@ -174,3 +174,24 @@ def predict_proba(model: torch.nn.Module, ids: Sequence[Sequence[int]], batch_si
                 out = np.zeros((len(ids), logits.shape[-1]), dtype=np.float32)
             out[batch] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+
+
+@torch.inference_mode()
+def predict_and_represent(model: torch.nn.Module, ids: Sequence[Sequence[int]], batch_size: int,
+                          pad_token_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities [N, C] and the last layer's hidden state at position 0 ([CLS], `<s>`: what every
+    family's classification head reads, core/models/architectures.py) [N, D], in the input order, from one pass."""
+    device = model_device(model)
+    probabilities: list[np.ndarray] = [np.zeros(0)] * len(ids)
+    states: list[np.ndarray] = [np.zeros(0)] * len(ids)
+    with eval_mode(model):
+        for batch in iter_batches(ids, batch_size):
+            input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id, device)
+            output = forward(model, input_ids, attention_mask, hidden_states=True)
+            batch_probabilities = torch.softmax(output.logits.float(), dim=-1).cpu().numpy()
+            batch_states = output.hidden_states[-1][:, 0].float().cpu().numpy()
+            for row, index in enumerate(batch):
+                probabilities[index], states[index] = batch_probabilities[row], batch_states[row]
+    if not ids:
+        return np.zeros((0, 0), dtype=np.float32), np.zeros((0, 0), dtype=np.float32)
+    return np.stack(probabilities), np.stack(states)

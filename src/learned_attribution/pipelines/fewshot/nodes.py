@@ -8,6 +8,8 @@ from typing import Any
 import pandas as pd
 
 from learned_attribution.core.models.learned import LearnedModel, TrainingSettings
+from learned_attribution.core.models.learned.fewshot import FewShotChoice
+from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.config import (ComputeSettings, ScoringSettings, compute_settings,
@@ -46,10 +48,19 @@ def fit_priors(fold_bundle: bundles.Bundle, refits: dict[int, Refit], heldout_si
                               training_settings, compute.device)
 
 
+def fewshot_choice(refits: dict[int, Refit], priors: dict[str, LearnedModel], *, fold: str) -> FewShotChoice:
+    """The fold's choice per k (prior, its variant, schedule) and the priors it names besides the fold's own, kept in
+    the fold's folder for a user's refit (`fit --rationales`)."""
+    return fewshot.stored_choice(refits, priors, fold=fold)
+
+
 def fewshot_curve(priors: dict[str, LearnedModel], signals: Parts, predictions: pd.DataFrame,
                   fold_metrics: pd.DataFrame, fold_bundle: bundles.Bundle, scoring: ScoringSettings,
-                  settings: FewShotCurveSettings, refits: dict[int, Refit], *, fold: str) -> pd.DataFrame:
-    """Each k's prior refit on k annotated held-out examples for every k and draw (with that k's schedule), scored
-    on the held-out rationale test set beside the best baseline and saliency."""
+                  settings: FewShotCurveSettings, refits: dict[int, Refit], classifier: TrainedClassifier,
+                  compute: ComputeSettings, *, fold: str) -> pd.DataFrame:
+    """Each k's prior refit on k annotated held-out examples for every k and draw (with that k's schedule), and on
+    the k examples the suggestion rule picks with the held-out classifier (services/suggest.py), scored on the
+    held-out rationale test set beside the best baseline and saliency."""
+    compute.place(classifier.model)
     return fewshot.curve(priors, token_table(signals), predictions, fold_metrics, float(fold_bundle.card["rho"]),
-                         scoring, settings, refits, fold=fold)
+                         scoring, settings, refits, fold=fold, classifier=classifier)

@@ -1,5 +1,6 @@
 """fewshot: how many annotated examples of its own task a fold's ExpNet+ needs to be the better choice. Reads the
-folds' outputs (run `kedro run --pipeline crosstask` first):
+folds' outputs (run `kedro run --pipeline crosstask` first), and keeps each fold's choice per k in the fold's folder
+(`heldout_<task>/fewshot/`), where `learned-attribution fit --rationales` reads it:
 
     kedro run --pipeline fewshot
 """
@@ -11,7 +12,7 @@ from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 from learned_attribution.pipelines import bind
 from learned_attribution.services.reporting.fewshot import fewshot_report
 
-from .nodes import choose_refits, fewshot_curve, fewshot_settings, fit_priors
+from .nodes import choose_refits, fewshot_choice, fewshot_curve, fewshot_settings, fit_priors
 
 PARAMETERS = {"crosstask", "expnet_plus_variants", "fewshot", "explained_layer", "seed", "compute"}
 
@@ -23,6 +24,7 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
         training = [t for t in tasks if t != task]
         bundle, signals = f"{FOLD_PREFIX}{task}.bundle", f"{task}.explainer_signals"
         predictions, metrics = f"{task}.rationale_predictions", f"{FOLD_PREFIX}{task}.fold_metrics"
+        classifier = f"{task}.classifier"  # the held-out classifier: the `suggested` rows' representations
         train_signals = [f"{t}.explainer_signals" for t in training]
         folds.append(pipeline(
             [node(fewshot_settings, ["params:crosstask", "params:expnet_plus_variants", "params:fewshot",
@@ -33,10 +35,12 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
                   name="choose_refits"),
              node(fit_priors, [bundle, "refits", signals, "settings", "training", "compute_settings", *train_signals],
                   "priors", name="fit_priors"),
+             node(bind(fewshot_choice, fold=f"{FOLD_PREFIX}{task}"), ["refits", "priors"], "choice",
+                  name="store_choice"),
              node(bind(fewshot_curve, fold=f"{FOLD_PREFIX}{task}"),
-                  ["priors", signals, predictions, metrics, bundle, "scoring", "settings", "refits"], "curve",
-                  name="fewshot_curve")],
-            namespace=f"fewshot_{task}", inputs={bundle, signals, predictions, metrics, *train_signals},
+                  ["priors", signals, predictions, metrics, bundle, "scoring", "settings", "refits", classifier,
+                   "compute_settings"], "curve", name="fewshot_curve")],
+            namespace=f"fewshot_{task}", inputs={bundle, signals, predictions, metrics, classifier, *train_signals},
             parameters=PARAMETERS))
     # the folds' curves, then their schedule choices, in the same fold order
     report = node(fewshot_report, [*(f"fewshot_{task}.curve" for task in tasks),

@@ -2,19 +2,21 @@
 better choice. A fold's explainer (cross-task, the prior) is refit (`core.models.learned.fewshot`) on k annotated
 examples drawn from the held-out task's rationale train and validation examples (seeded, `repeats` draws per k),
 and every refit is scored on the fold's held-out rationale test set exactly as the fold's own rows are, beside the
-fold's best baseline and saliency. The test examples are never drawn: a pool that holds one is refused by id.
+fold's best baselines (by AUROC and by matched F1: each metric is compared with the best by that metric) and
+saliency. The test examples are never drawn: a pool that holds one is refused by id.
 
 What is refit at each k, the prior (the fold's own ExpNet+ or a candidate catalogue variant fitted cross-task) and
 the schedule (steps, step size, the prior's weight), is chosen per fold among declared candidates without the
 held-out task, the way the fold chose its variant: for each training task V, each prior's variant is fitted on the
 other training tasks (as the fold's explainer is fitted without the held-out task), refit on k of V's annotated
 training examples with each candidate schedule, and scored on V's rationale validation examples; the best mean over
-tasks and draws is the fold's pair at that k (ties to the fold's own prior, then the earlier schedule)."""
+tasks and draws is the fold's pair at that k (ties to the fold's own prior, then the earlier schedule). The choice
+and the priors it needs are stored in the fold's folder (`stored_choice`), where a user's refit reads them
+(`services/explain.fit_rationales`)."""
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -22,9 +24,12 @@ import pandas as pd
 import torch
 
 from learned_attribution.core.models.learned import LearnedModel, TrainingSettings, Variant, validation_auroc
-from learned_attribution.core.models.learned.fewshot import FewShotSettings, fine_tune
+from learned_attribution.core.models.learned.fewshot import (FOLD_PRIOR, ChosenRefit, FewShotChoice,
+                                                             FewShotSettings, fine_tune)
+from learned_attribution.core.models.loading import TrainedClassifier
 
 from ..config import ScoringSettings, block, positive_int, variant
+from ..suggest import Candidates, pick, pool_candidates
 from .folds import (candidate_columns, check_training_tasks, cross_task_inputs, fit_cross_task, rationale_tokens,
                     signal_tables)
 from .protocol import (as_learned_row, learned_rationale_scores, matched_baselines, rationale_test_examples,
@@ -34,8 +39,8 @@ logger = logging.getLogger(__name__)
 
 FEWSHOT_KEYS = ("ks", "repeats", "pool_roles", "priors", "schedules", "choice_repeats")
 FIT_KEYS = ("steps", "batch_size", "step_scale", "prior_weight")
-FOLD_PRIOR = "fold"  # the fold's own ExpNet+ (its bundle), always a candidate prior
-REFERENCE_METHODS = ("saliency",)  # beside the fold's best baseline
+REFERENCE_METHODS = ("saliency",)  # beside the fold's best baselines
+BEST_BASELINE, BEST_BASELINE_F1 = "best baseline", "best baseline (F1)"  # the best by AUROC, by matched F1
 CURVE_COLUMNS = ["fold", "method", "role", "k", "repeat", "prior", "n_train_examples", "n_examples", "auroc",
                  "auroc_low", "auroc_high", "f1_matched", "f1_matched_low", "f1_matched_high", "auroc_incorrect",
                  "auroc_incorrect_low", "auroc_incorrect_high", "auroc_correct", "f1_matched_incorrect"]
@@ -187,6 +192,14 @@ def fit_priors(model: LearnedModel, refits: Mapping[int, Refit], training: Seque
     return models
 
 
+def stored_choice(refits: Mapping[int, Refit], priors: Mapping[str, LearnedModel], *, fold: str) -> FewShotChoice:
+    """What the fold's folder keeps for a user's refit (`fewshot/`, `fit_rationales`): per k the prior, its variant
+    and the schedule the curve refits with, and the fitted priors (`fit_priors`) other than the fold's own."""
+    return FewShotChoice(fold, {k: ChosenRefit(r.prior, priors[r.prior].variant.name, r.schedule)
+                                for k, r in sorted(refits.items())},
+                         {name: model for name, model in priors.items() if name != FOLD_PRIOR})
+
+
 def annotated_pool(predictions: pd.DataFrame, roles: Sequence[str], test_ids: Sequence[str]) -> pd.DataFrame:
     """The examples a few-shot draw may take: `roles`' examples with a rationale token, predicted right or wrong (a
     user annotates their own examples whatever the classifier says). One of the test examples among them is
@@ -199,16 +212,6 @@ def annotated_pool(predictions: pd.DataFrame, roles: Sequence[str], test_ids: Se
     return pool
 
 
-def run_test_ids(models_dir: Path, task: str) -> list[str]:
-    """The rationale test examples of `task` in the run whose models are in `models_dir` (its
-    `07_model_output/rationale_predictions_<task>.parquet` beside it), empty where that run left none."""
-    path = models_dir.parent / "07_model_output" / f"rationale_predictions_{task}.parquet"
-    if not path.is_file():
-        return []
-    predictions = pd.read_parquet(path, columns=["example_id", "role"])
-    return predictions.loc[predictions["role"] == "rationale_test", "example_id"].astype(str).tolist()
-
-
 def draw(pool_ids: Sequence[str], k: int, repeat: int, seed: int) -> list[str]:
     """k example ids of the pool for draw `repeat` (seeded by seed, k and repeat: the draws of one k are
     independent of the other ks')."""
@@ -216,18 +219,39 @@ def draw(pool_ids: Sequence[str], k: int, repeat: int, seed: int) -> list[str]:
     return [pool_ids[i] for i in sorted(rng.choice(len(pool_ids), size=k, replace=False))]
 
 
+SUGGESTED = "suggested"  # the role of the rows refit on the k examples `services/suggest.py`'s rule picks
+
+
+def suggested_row(prior: LearnedModel, refit: Refit, labelled: pd.DataFrame, candidates: Candidates, k: int,
+                  signals: pd.DataFrame, test: pd.DataFrame, rho: float, scoring: ScoringSettings, *, fold: str
+                  ) -> dict[str, Any]:
+    """The `suggested` row of k: `prior` refit on the k pool examples the suggestion rule picks (`suggest.pick`:
+    the held-out classifier's uncertainty x distance in its representation) with the k's schedule, seeded as the
+    k's draw 0, and scored as a draw is; repeat 0."""
+    ids = pick(candidates, k)
+    tuned = fine_tune(prior, labelled[labelled["example_id"].isin(set(ids))], refit.schedule)
+    scores = learned_rationale_scores(tuned, signals, test, rho, scoring)
+    logger.info("%s: few-shot k=%d, the %d suggested examples: AUROC %.4f", fold, k, len(ids), scores["auroc"])
+    return {"fold": fold, "method": "expnet_plus", "role": SUGGESTED, "k": k, "repeat": 0,
+            "prior": prior.variant.name, "n_train_examples": len(ids), **scores}
+
+
 def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions: pd.DataFrame,
           fold_metrics: pd.DataFrame, rho: float, scoring: ScoringSettings, settings: FewShotCurveSettings,
-          refits: Mapping[int, Refit], *, fold: str) -> pd.DataFrame:
+          refits: Mapping[int, Refit], *, fold: str, classifier: TrainedClassifier) -> pd.DataFrame:
     """The few-shot curve of one fold (`CURVE_COLUMNS`): for every k and draw, that k's prior (`priors`, by the
     names `refits` use; k = 0 is the fold's own ExpNet+ itself) refit on k annotated examples with that k's schedule
     and scored on the held-out rationale test set (AUROC and matched F1 with bootstrap 95% intervals, the
-    mispredicted examples' AUROC), then the fold's best baseline and saliency as reference rows. A k larger than the
-    pool is skipped with one line saying how many examples were found."""
+    mispredicted examples' AUROC), then as reference rows the fold's best baseline by AUROC (`BEST_BASELINE`), its
+    best by matched F1 where that is another method (`BEST_BASELINE_F1`) and saliency. A k larger than the pool is
+    skipped with one line saying how many examples were found. For every k > 0, beside the draws, a
+    `suggested` row (`suggested_row`): the k examples of the same pool that the suggestion rule picks with the
+    held-out `classifier` (one pass over the pool), refit and scored as the draws are."""
     test = scored_examples(predictions, scoring)
     pool = annotated_pool(predictions, settings.pool_roles, list(test["example_id"]))
     pool_ids = list(pool["example_id"])
     labelled = signals[signals["example_id"].isin(set(pool_ids))]
+    candidates = pool_candidates(classifier, pool, scoring.batch_size)  # the `suggested` rows' rule (suggest.py)
     rows = []
     for k in settings.ks:
         if k > len(pool_ids):
@@ -245,9 +269,14 @@ def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions
                          "prior": prior.variant.name, "n_train_examples": len(ids), **scores})
         logger.info("%s: few-shot k=%d (prior %s): AUROC %s", fold, k, prior.variant.name,
                     np.round([r["auroc"] for r in rows if r["k"] == k], 4).tolist())
+        if k:
+            rows.append(suggested_row(prior, refit, labelled, candidates, k, signals, test, rho, scoring, fold=fold))
     matched = matched_baselines(fold_metrics)
-    best = matched.sort_values("auroc", ascending=False).head(1)
-    references = [(best, "best baseline")] + [(matched[matched["method"] == m], m) for m in REFERENCE_METHODS]
+    best = matched.sort_values("auroc", ascending=False, kind="stable").head(1)
+    best_f1 = matched.sort_values("f1", ascending=False, kind="stable").head(1)
+    references = [(best, BEST_BASELINE)] + ([(best_f1, BEST_BASELINE_F1)] if list(best_f1["method"]) !=
+                                            list(best["method"]) else [])
+    references += [(matched[matched["method"] == m], m) for m in REFERENCE_METHODS]
     for frame, role in references:
         for _, reference in frame.iterrows():
             rows.append({"fold": fold, "method": reference["method"], "role": role,
@@ -257,22 +286,26 @@ def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions
 
 def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
     """Per fold and k: the prior refit, the draws' mean AUROC and matched F1 (with the lowest and highest draw, and
-    each draw's bootstrap interval averaged), the mispredicted examples' AUROC, the fold's best baseline beside
-    them, and in how many draws the refit is above the best baseline with the intervals apart."""
+    each draw's bootstrap interval averaged), the mispredicted examples' AUROC, and each metric against the fold's
+    best baseline by that metric: AUROC against the best by AUROC (`best_baseline`), matched F1 against the best by
+    matched F1 (`best_baseline_by_f1`; the same method where no `BEST_BASELINE_F1` row differs), each baseline's
+    value and interval, and in how many draws the refit is above it with the intervals apart."""
     rows = []
     for fold, group in curves.groupby("fold", sort=False):
-        best = group[group["role"] == "best baseline"].iloc[0]
+        best = group[group["role"] == BEST_BASELINE].iloc[0]
+        by_f1 = group[group["role"] == BEST_BASELINE_F1]
+        references = {"auroc": best, "f1_matched": by_f1.iloc[0] if len(by_f1) else best}
         saliency = group[group["role"] == "saliency"]
         for k, draws in group[group["role"] == "few-shot"].groupby("k"):
             row = {"fold": fold, "k": int(k), "draws": len(draws), "prior": draws["prior"].iloc[0],
-                   "best_baseline": best["method"]}
-            for metric in ("auroc", "f1_matched"):
+                   "best_baseline": best["method"], "best_baseline_by_f1": references["f1_matched"]["method"]}
+            for metric, reference in references.items():
                 row.update({metric: draws[metric].mean(), f"{metric}_draw_min": draws[metric].min(),
                             f"{metric}_draw_max": draws[metric].max(), f"{metric}_low": draws[f"{metric}_low"].mean(),
-                            f"{metric}_high": draws[f"{metric}_high"].mean(),
-                            f"baseline_{metric}": best[metric], f"baseline_{metric}_low": best[f"{metric}_low"],
-                            f"baseline_{metric}_high": best[f"{metric}_high"],
-                            f"{metric}_draws_apart": int((draws[f"{metric}_low"] > best[f"{metric}_high"]).sum())})
+                            f"{metric}_high": draws[f"{metric}_high"].mean(), f"baseline_{metric}": reference[metric],
+                            f"baseline_{metric}_low": reference[f"{metric}_low"],
+                            f"baseline_{metric}_high": reference[f"{metric}_high"],
+                            f"{metric}_draws_apart": int((draws[f"{metric}_low"] > reference[f"{metric}_high"]).sum())})
             row.update({"auroc_incorrect": draws["auroc_incorrect"].mean(),
                         "saliency_auroc_incorrect": saliency["auroc_incorrect"].iloc[0] if len(saliency) else np.nan})
             rows.append(row)

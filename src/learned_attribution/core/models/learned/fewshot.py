@@ -6,12 +6,15 @@ over the k examples, plus an L2 pull of every weight towards where it started (L
 handful of examples moves the explainer only as far as they can say. The pull is weighed as a prior is against a
 mean loss over k examples in a MAP fit, `prior_weight / k`, so it gives way as examples accumulate. No validation
 split: a user with k examples has none to spare, so the schedule is fixed (`FewShotSettings`; the fewshot pipeline
-chooses one per fold and k on the fold's training tasks). The input pipeline (columns, statistics) is kept: the
-statistics of a per-task variant are the target classifier's already. k = 0 is the prior itself."""
+chooses one per fold and k on the fold's training tasks, and stores it in the fold's folder as a `FewShotChoice`).
+The input pipeline (columns, statistics) is kept: the statistics of a per-task variant are the target classifier's
+already. k = 0 is the prior itself. The examples are taken in the order of their ids, so a refit does not depend on
+the order its rows come in (how they were batched when their signals were read)."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -20,6 +23,8 @@ import torch
 from .losses import objective
 from .recipe import TrainingSettings
 from .training import LearnedModel, group_examples
+
+FOLD_PRIOR = "fold"  # the fold's own ExpNet+ as a few-shot prior (its bundle's `expnet_plus`)
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,10 @@ class FewShotSettings:
 
 def fine_tune(model: LearnedModel, rows: pd.DataFrame, settings: FewShotSettings = FewShotSettings()) -> LearnedModel:
     """`model` refit on the labelled signal rows `rows` of its own target classifier (columns `model.columns`,
-    `example_id`, `token_label`; one or more examples, rows contiguous per example): a new `LearnedModel` with the
-    same inputs and threshold, its networks moved by `settings`; `model` itself is not changed. Examples without a
-    rationale token and a non-rationale one give no ranking pair and teach nothing; an empty `rows` is the prior."""
+    `example_id`, `token_label`; one or more examples, each example's rows in position order): a new `LearnedModel`
+    with the same inputs and threshold, its networks moved by `settings`; `model` itself is not changed. Examples
+    without a rationale token and a non-rationale one give no ranking pair and teach nothing; an empty `rows` is the
+    prior. The examples are taken in the order of their ids (a stable sort: each example's rows keep their order)."""
     missing = [c for c in (*model.columns, "example_id", "token_label") if c not in rows.columns]
     if missing:
         raise ValueError(f"few-shot rows lack columns {missing}: pass the target classifier's signal rows")
@@ -63,7 +69,7 @@ def fine_tune(model: LearnedModel, rows: pd.DataFrame, settings: FewShotSettings
     tuned = replace(model, net=net, history=[], context={**model.context, "fewshot_examples": n_examples})
     if n_examples == 0 or not model.variant.anchor_weight:
         return tuned
-    rows = rows.reset_index(drop=True)
+    rows = rows.sort_values("example_id", kind="stable").reset_index(drop=True)
     example_ids = rows["example_id"].to_numpy()
     inputs, offsets = model.inputs.transform(rows[model.columns].to_numpy(np.float32), example_ids)
     examples = group_examples(inputs, rows["token_label"].to_numpy(np.float32), example_ids,
@@ -92,3 +98,51 @@ def fine_tune(model: LearnedModel, rows: pd.DataFrame, settings: FewShotSettings
         tuned.history.append({"step": step, "loss": float(fit.detach()), "prior_pull": float(pull.detach())})
     net.eval()
     return tuned
+
+
+@dataclass(frozen=True)
+class ChosenRefit:
+    """What a fold refits at one k, as the fewshot pipeline chose and measured it: the prior (`FOLD_PRIOR` or a
+    catalogue variant's name), that prior's variant and the schedule (its seed the curve's draw 0's)."""
+
+    prior: str
+    variant: str
+    schedule: FewShotSettings
+
+
+@dataclass(frozen=True)
+class FewShotChoice:
+    """A fold's few-shot choice: per k > 0 the `ChosenRefit` the fewshot pipeline chose on the fold's training
+    tasks and scored on its held-out test set, and the fitted priors it names other than the fold's own ExpNet+ (each
+    fitted cross-task for the held-out classifier). `refit_for(n)` is what a user's n examples are refit with."""
+
+    fold: str
+    refits: Mapping[int, ChosenRefit]
+    priors: Mapping[str, LearnedModel] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = sorted({r.prior for r in self.refits.values()} - {FOLD_PRIOR} - set(self.priors))
+        if missing:
+            raise ValueError(f"few-shot choice of {self.fold}: no fitted prior for {missing}")
+
+    def refit_for(self, n_examples: int) -> tuple[int, ChosenRefit]:
+        """The k and refit for `n_examples`: the largest k of the choice with k <= n, else (fewer examples than
+        every k) the smallest k."""
+        if not self.refits:
+            raise ValueError(f"few-shot choice of {self.fold}: no k > 0 was chosen")
+        ks = sorted(self.refits)
+        k = max((k for k in ks if k <= n_examples), default=ks[0])
+        return k, self.refits[k]
+
+    def record(self) -> dict[str, Any]:
+        """The JSON record (`choice.json`): the fold and, per k (a string key), the prior, its variant and the
+        schedule's fields."""
+        return {"fold": self.fold,
+                "refits": {str(k): {"prior": r.prior, "variant": r.variant, "schedule": asdict(r.schedule)}
+                           for k, r in sorted(self.refits.items())}}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], priors: Mapping[str, LearnedModel]) -> "FewShotChoice":
+        refits = {int(k): ChosenRefit(r["prior"], r["variant"], FewShotSettings(**r["schedule"]))
+                  for k, r in record["refits"].items()}
+        return cls(str(record["fold"]), refits, dict(priors))

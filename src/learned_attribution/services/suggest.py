@@ -1,0 +1,161 @@
+"""Which of your texts to annotate for a few-shot refit of a fold's ExpNet+ (`learned-attribution suggest`,
+docs/fewshot.md, "Which examples to annotate"), and the rule the few-shot curve's `suggested` rows measure.
+
+    from learned_attribution.services.suggest import suggest, write_annotation_file
+    picked = suggest(explainer.classifier, texts, ids, k=32)          # a frame, in the order picked
+    write_annotation_file(picked, "to_annotate.json", "label-studio")
+
+The rule (one, by design): uncertainty x diversity. Each text is represented by the classifier's last-layer [CLS]
+hidden state (L2-normalised) and weighted by the classifier's uncertainty, 1 - its largest class probability; the
+most uncertain text is picked first, then each next pick maximises uncertainty x the distance to the nearest text
+already picked (`core.selection.weighted_farthest_first`). Uncertain texts are where the classifier's evidence is
+mixed and a rationale says most about what it reads; the distance keeps the k texts from being near-copies of one
+hard case. Both come from one forward pass. Where this beats k random texts is measured by the few-shot curve's
+`suggested` row (services/evaluation/fewshot.py)."""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from learned_attribution.core.atomic import write_text_atomically
+from learned_attribution.core.data.words import tokenizer_words
+from learned_attribution.core.errors import InputError
+from learned_attribution.core.models.loading import TrainedClassifier
+from learned_attribution.core.models.projection import project_batch
+from learned_attribution.core.models.runner import predict_and_represent
+from learned_attribution.core.selection import weighted_farthest_first
+
+logger = logging.getLogger(__name__)
+
+LABEL_STUDIO, DOCCANO, SPANS = "label-studio", "doccano", "spans"
+FORMATS = (LABEL_STUDIO, DOCCANO, SPANS)
+SUFFIXES = {LABEL_STUDIO: ".json", DOCCANO: ".jsonl", SPANS: ".jsonl"}
+SUGGESTION_COLUMNS = ["rank", "id", "text", "predicted", "label", "probability", "uncertainty"]
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The examples the rule picks among: their ids, representations [n, d] (L2-normalised) and uncertainty
+    (1 - the largest class probability)."""
+
+    ids: list[str]
+    features: np.ndarray
+    uncertainty: np.ndarray
+
+
+def uncertainty(probabilities: np.ndarray) -> np.ndarray:
+    """1 - the largest class probability, per row of `probabilities` [n, C] (or of the largest probabilities [n])."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    top = probabilities.max(axis=1) if probabilities.ndim == 2 else probabilities
+    return np.clip(1.0 - top, 0.0, 1.0)
+
+
+def normalised(features: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (a zero row stays zero): the distance then reads the direction of the
+    representation, not its norm."""
+    features = np.asarray(features, dtype=np.float64)
+    norms = np.linalg.norm(features, axis=1, keepdims=True)
+    return features / np.where(norms > 0, norms, 1.0)
+
+
+def pick(candidates: Candidates, k: int) -> list[str]:
+    """The ids of the k candidates the rule picks, in the order picked."""
+    return [candidates.ids[i] for i in weighted_farthest_first(candidates.features, candidates.uncertainty, k)]
+
+
+def represent(classifier: TrainedClassifier, input_ids: Sequence[Sequence[int]], batch_size: int = 16
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities [n, C] and L2-normalised [CLS] representations [n, d] of tokenised texts, in one pass of
+    the classifier (on its device)."""
+    probabilities, states = predict_and_represent(classifier.model, list(input_ids), batch_size,
+                                                  classifier.tokenizer.pad_token_id)
+    return probabilities, normalised(states)
+
+
+def pool_candidates(classifier: TrainedClassifier, pool: pd.DataFrame, batch_size: int = 16) -> Candidates:
+    """Candidates of a few-shot pool (rows with `example_id`, `input_ids` and the run's predicted-class
+    `probability`): the uncertainty from the run's predictions, the representations from one pass."""
+    _, features = represent(classifier, list(pool["input_ids"]), batch_size)
+    return Candidates([str(i) for i in pool["example_id"]], features, uncertainty(pool["probability"].to_numpy()))
+
+
+def suggest(classifier: TrainedClassifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str], k: int, *,
+            max_length: int = 128, batch_size: int = 16, source: str = "the texts") -> pd.DataFrame:
+    """The k of `texts` to annotate (`SUGGESTION_COLUMNS`, in the order picked): each text (a string, split into
+    the tokenizer's words, or a list of words) tokenised as the explainer reads it (its first `max_length`
+    subwords), its predicted class and probability, and the rule's uncertainty. Fewer texts than k is an
+    `InputError` naming `source` and both counts."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(f"k={k!r}: must be a positive integer")
+    if len(texts) < k:
+        raise InputError(f"{source}: {len(texts)} text{'s' * (len(texts) != 1)}, fewer than k={k} to pick from; "
+                         f"ask for at most {len(texts)}")
+    if len(ids) != len(texts):
+        raise InputError(f"{len(ids)} ids for {len(texts)} texts")
+    tokenizer = classifier.tokenizer
+    words = [tokenizer_words(tokenizer, text)[0] if isinstance(text, str) else [str(w) for w in text]
+             for text in texts]
+    input_ids = project_batch(words, [None] * len(words), tokenizer, max_length)["input_ids"]
+    probabilities, features = represent(classifier, input_ids, batch_size)
+    candidates = Candidates([str(i) for i in ids], features, uncertainty(probabilities))
+    order = weighted_farthest_first(candidates.features, candidates.uncertainty, k)
+    id2label = getattr(classifier.model.config, "id2label", {}) or {}
+    rows = []
+    for rank, index in enumerate(order, start=1):
+        predicted = int(probabilities[index].argmax())
+        text = texts[index]
+        rows.append({"rank": rank, "id": candidates.ids[index],
+                     "text": text if isinstance(text, str) else " ".join(str(w) for w in text),
+                     "predicted": predicted, "label": str(id2label.get(predicted, predicted)),
+                     "probability": float(probabilities[index, predicted]),
+                     "uncertainty": float(candidates.uncertainty[index])})
+    logger.info("%s: picked %d of %d texts (uncertainty x diversity); mean uncertainty %.3f against %.3f over all",
+                source, k, len(texts), np.mean([r["uncertainty"] for r in rows]), candidates.uncertainty.mean())
+    return pd.DataFrame(rows, columns=SUGGESTION_COLUMNS)
+
+
+def check_format(file_format: str, path: str | Path | None = None) -> None:
+    """Refuse an unknown format, or an output file whose suffix the rationale reader would not read as that
+    format (`core.data.rationales.read_rationale_file`), in one line."""
+    if file_format not in FORMATS:
+        raise InputError(f"--format {file_format!r}: unknown; choose one of {', '.join(FORMATS)}")
+    if path is not None and Path(path).suffix != SUFFIXES[file_format]:
+        raise InputError(f"--output {path}: a {file_format} file is read back as {SUFFIXES[file_format]}; name it "
+                         f"{Path(path).with_suffix(SUFFIXES[file_format]).name}")
+
+
+def annotation_file(suggested: pd.DataFrame, file_format: str) -> str:
+    """The suggested texts as a file to annotate, each with the class the classifier predicts (the class its
+    explainer explains; an annotator marks the words that support it) and your id of the text:
+
+    - `label-studio`: a Label Studio import, a JSON list of tasks `{"data": {"text", "label", "source_id"}}`;
+      `data["label"]` is the class field the reader takes from the export by default;
+    - `doccano`: a doccano JSONL import, `{"text", "label": [], "class", "source_id"}` a line (spans go into
+      `label`; `class` is the reader's default class field);
+    - `spans`: span JSONL, `{"id", "text", "spans": [], "label"}` a line, for spans added by hand or a script."""
+    check_format(file_format)
+    records = []
+    for row in suggested.itertuples(index=False):
+        if file_format == LABEL_STUDIO:
+            records.append({"data": {"text": row.text, "label": int(row.predicted), "source_id": row.id}})
+        elif file_format == DOCCANO:
+            records.append({"text": row.text, "label": [], "class": int(row.predicted), "source_id": row.id})
+        else:
+            records.append({"id": row.id, "text": row.text, "spans": [], "label": int(row.predicted)})
+    if file_format == LABEL_STUDIO:
+        return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
+    return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+
+
+def write_annotation_file(suggested: pd.DataFrame, path: str | Path, file_format: str) -> Path:
+    """`annotation_file` written to `path`, complete or not at all (`core.atomic`)."""
+    path = Path(path)
+    check_format(file_format, path)
+    write_text_atomically(path, annotation_file(suggested, file_format))
+    return path
