@@ -349,8 +349,8 @@ FAST_TRAINING = {"hidden": 8, "alpha": 0.25, "gamma": 2.0, "learning_rate": 1e-2
                  "seeds": 3, "seed": 13}
 # A classifier fine-tuning recipe for tests (`TrainingConfig` has no defaults).
 FAST_FINE_TUNING = {"epochs": 1, "learning_rate": 1e-3, "batch_size": 8, "weight_decay": 0.01,
-                    "warmup_fraction": 0.0, "class_weighting": False, "selection_metric": "accuracy", "bf16": False,
-                    "freeze_word_embeddings": False, "seed": 0}
+                    "warmup_fraction": 0.0, "decay_epochs": None, "class_weighting": False,
+                    "selection_metric": "accuracy", "bf16": False, "freeze_word_embeddings": False, "seed": 0}
 
 
 def make_training_settings(**overrides):

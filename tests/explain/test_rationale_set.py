@@ -214,7 +214,8 @@ def test_a_text_in_several_roles_is_classified_once_with_one_prediction_for_all(
     monkeypatch.setattr(classifiers, "predict_proba",
                         lambda model, ids, *args: classified.append(len(ids)) or real(model, ids, *args))
     settings = classifier_settings({"epochs": 1, "learning_rate": 1e-4, "batch_size": 2, "weight_decay": 0.0,
-                                    "warmup_fraction": 0.0, "class_weighting": False, "freeze_word_embeddings": False,
+                                    "warmup_fraction": 0.0, "decay_epochs": None, "class_weighting": False,
+                                    "freeze_word_embeddings": False,
                                     "selection_metric": "accuracy", "max_train_examples": None,
                                     "max_val_examples": None, "eval_batch_size": 2}, 0, COMPUTE, "classifiers.sst2")
     rows, metrics = classifiers.predict_roles(classifier, tokenized, settings, COMPUTE)

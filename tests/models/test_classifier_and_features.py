@@ -61,6 +61,22 @@ def test_training_and_prediction_are_deterministic(tiny_bert_classifier, fine_tu
     np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
+def test_fewer_epochs_than_the_schedule_train_its_first_epochs(tiny_bert_classifier, fine_tuning_config):
+    """`decay_epochs` 2 with `epochs` 1 trains the first epoch of a 2-epoch run: the same loss and validation
+    scores after it; a schedule of one epoch (the learning rate at 0 by its end) is another run."""
+    ids, labels = toy_set(32)
+    runs = {}
+    for epochs, decay in ((2, None), (1, 2), (1, None)):
+        config = fine_tuning_config(epochs=epochs, decay_epochs=decay, learning_rate=3e-3, batch_size=8,
+                                    warmup_fraction=0.06, seed=3)
+        runs[(epochs, decay)] = fine_tune(tiny_bert_classifier(seed=0), ids, labels, ids, labels, config,
+                                          pad_token_id=PAD).history[0]
+    assert runs[(1, 2)] == {**runs[(2, None)], "epoch": 1}
+    assert runs[(1, None)]["train_loss"] != runs[(1, 2)]["train_loss"]
+    with pytest.raises(ValueError, match="decay_epochs=1 must be null or an integer of at least epochs"):
+        fine_tuning_config(epochs=2, decay_epochs=1)
+
+
 def test_features_equal_attention_entries_in_both_directions(tiny_bert_classifier):
     model = tiny_bert_classifier(num_attention_heads=4, seed=1)
     ids, mask = pad_batch([[CLS, 11, 12, 13, SEP], [CLS, 14, SEP]], PAD)

@@ -44,7 +44,7 @@ FAST = {  # on top of conf/base + conf/smoke: a tiny slice runs in seconds, ever
 # The synthetic task's configuration (docs/extending.md: parameters_data_processing.yml, parameters_classifiers.yml).
 SYNTHETIC_PARAMETERS = {"data_processing": {SYNTHETIC: {"min_words": 3}},
                         "classifiers": {SYNTHETIC: {"epochs": 1, "learning_rate": 1.0e-4, "batch_size": 16,
-                                                    "weight_decay": 0.01, "warmup_fraction": 0.06,
+                                                    "weight_decay": 0.01, "warmup_fraction": 0.06, "decay_epochs": None,
                                                     "class_weighting": False, "freeze_word_embeddings": False,
                                                     "selection_metric": "accuracy",
                                                     "max_train_examples": None, "max_val_examples": None,

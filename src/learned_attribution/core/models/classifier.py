@@ -28,6 +28,10 @@ class TrainingConfig:
     """A classifier's fine-tuning recipe (`classifiers.<task>`); bf16 and the seed come from `compute` and `seed`."""
 
     epochs: int
+    # The learning rate warms up, then decays linearly to 0 over `decay_epochs` (None: `epochs`). Fewer epochs than
+    # that train the first epochs of a longer schedule: the same weights, at the end of epoch `epochs`, as a run of
+    # `decay_epochs` epochs has there.
+    decay_epochs: int | None
     learning_rate: float
     batch_size: int
     weight_decay: float
@@ -39,6 +43,13 @@ class TrainingConfig:
     freeze_word_embeddings: bool
     bf16: bool  # autocast (runner.autocast)
     seed: int
+
+    def __post_init__(self) -> None:
+        if self.decay_epochs is not None and (isinstance(self.decay_epochs, bool)
+                                              or not isinstance(self.decay_epochs, int)
+                                              or self.decay_epochs < self.epochs):
+            raise ValueError(f"decay_epochs={self.decay_epochs!r} must be null or an integer of at least epochs "
+                             f"({self.epochs})")
 
 
 @dataclass
@@ -84,7 +95,7 @@ def fine_tune(model: torch.nn.Module, train_ids: Sequence[Sequence[int]], train_
     optimizer = torch.optim.AdamW(trained, lr=config.learning_rate, weight_decay=config.weight_decay, fused=True)
     lengths = [len(s) for s in train_ids]
     steps_per_epoch = int(np.ceil(len(train_ids) / config.batch_size))
-    total = steps_per_epoch * config.epochs
+    total = steps_per_epoch * (config.decay_epochs or config.epochs)
     warmup = int(total * config.warmup_fraction)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: (step + 1) / warmup if step < warmup else max(0.0, (total - step) / max(1, total - warmup)))
