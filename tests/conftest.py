@@ -19,6 +19,11 @@ reliable.
 `target_probability(model, input_ids, target)` their reference computations: one text alone, plain torch autograd,
 no package code (`DirectPass`).
 
+`sentiment_sentences(tokenizer, n, seed)` is the one generator of random sentences whose sentiment words are marked
+(a rationale, or a teacher's scores), and `encoder_student_writer(folder)` writes a tiny classifier and an encoder
+student of it taught on them, as `learned-attribution fit` writes a student folder (the student tests and the served
+student's load test use it).
+
 Tests run with one torch thread per process unless OMP_NUM_THREADS is set (see below).
 
 Every factory here is session-scoped (a factory holds no state), so module-scoped fixtures can use it too.
@@ -242,6 +247,81 @@ def tiny_tokenizer():
 def tiny_classifier():
     """Factory fixture: `tiny_classifier(family, n_layers=2, n_heads=2, hidden=16, ...) -> (model, tokenizer)`."""
     return make_tiny_classifier
+
+
+# ---- sentiment sentences, and a tiny encoder student taught on them ----------------------------------------------
+
+SENTIMENT_WORDS = ("the", "film", "was", "good", "bad", "boring", "not", "very", "and", "but", "it", "plot", "fun")
+SENTIMENT = ("bad", "boring", "fun", "good")  # the words a sentiment sentence's rationale (or teacher) marks
+
+
+def make_sentiment_sentences(tokenizer, n: int, seed: int, words=SENTIMENT_WORDS, classes: int | None = None):
+    """`n` random texts of 4 to 8 of `words`, one of them replaced by a word of SENTIMENT, tokenised as plain text: a
+    frame of `index`, `input_ids` and `sentiment` (per token: 1 where it spells a sentiment word, else 0; -100 at the
+    frame tokens, first and last); with `classes`, a random `predicted` class per text, drawn after its words."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for index in range(n):
+        chosen = [str(w) for w in rng.choice(words, size=int(rng.integers(4, 9)))]
+        chosen[int(rng.integers(len(chosen)))] = str(rng.choice(SENTIMENT))
+        ids = tokenizer(" ".join(chosen))["input_ids"]
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        row = {"index": index, "input_ids": ids,
+               "sentiment": [-100] + [int(t.lstrip("Ġ▁").lower() in SENTIMENT) for t in tokens[1:-1]] + [-100]}
+        if classes is not None:
+            row["predicted"] = int(rng.integers(classes))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="session")
+def sentiment_sentences():
+    """Factory fixture: `sentiment_sentences(tokenizer, n, seed, words=..., classes=None) -> frame` (see
+    make_sentiment_sentences)."""
+    return make_sentiment_sentences
+
+
+def write_encoder_student(folder: Path, family: str = "bert", n_texts: int = 24, **shape) -> Path:
+    """What `learned-attribution fit` writes, tiny: a `family` classifier (`make_tiny_classifier(family, **shape)`)
+    saved with save_pretrained in `folder/classifier`, and in `folder/student` the student folder of an encoder
+    student of it (the amortize recipe's `student_encoder`, its top block trained for two epochs) taught by a
+    teacher that scores 1 at the sentiment words of `n_texts` sentiment sentences, bound to that classifier, its
+    card naming occlusion as its teacher. Returns the student folder."""
+    import numpy as np
+    import pandas as pd
+
+    from learned_attribution.core.models.loading import load_classifier
+    from learned_attribution.services import amortize
+    from learned_attribution.services import bundle as bundles
+    from learned_attribution.services.amortize.settings import DEFAULT_VARIANTS, AmortizeSettings, student_variants
+    from learned_attribution.services.amortize.student import fit_student, student_signals
+    from learned_attribution.services.amortize.teacher import Teacher
+
+    model, tokenizer = make_tiny_classifier(family, **shape)
+    model.save_pretrained(folder / "classifier")
+    tokenizer.save_pretrained(folder / "classifier")
+    classifier = load_classifier(folder / "classifier")
+    texts = make_sentiment_sentences(classifier.tokenizer, n_texts, seed=0, classes=2)
+    texts["example_id"] = [f"s{i}" for i in texts["index"]]
+    teacher = pd.DataFrame({"example_id": texts["example_id"],
+                            "scores": [np.asarray(marks[1:-1], np.float32) for marks in texts["sentiment"]]})
+    settings = AmortizeSettings(teacher=Teacher("occlusion"), max_length=32, variants=student_variants(
+        {"student_encoder": {**DEFAULT_VARIANTS["student_encoder"], "encoder_blocks": 1}}))
+    student, _ = fit_student(classifier, texts, student_signals(classifier, texts, [], -1, 8), teacher,
+                             settings.variants, make_training_settings(batch_size=4, max_epochs=2, patience=2, seeds=1),
+                             context=amortize.student_context(settings, settings.max_length))
+    card = amortize.student_card_for(settings, classifier)
+    return bundles.write_bundle(bundles.Bundle(card, {bundles.STUDENT: student}), folder / "student")
+
+
+@pytest.fixture(scope="session")
+def encoder_student_writer():
+    """Factory fixture: `encoder_student_writer(folder, family="bert", n_texts=24, **shape) -> student folder`, its
+    classifier in `folder/classifier` (see write_encoder_student)."""
+    return write_encoder_student
 
 
 # ---- direct computations: the known answers of the every-family tests --------------------------------------------

@@ -4,12 +4,14 @@ classifier, the `fit` and `explain --explainer` commands, and every bad input of
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.adapters.cli import main
+from learned_attribution.adapters.cli import TEACHER_UNFINISHED, main
+from learned_attribution.core.atomic import partial_name
 from learned_attribution.core.models import artifacts
 from learned_attribution.core.models.architectures import UnsupportedArchitectureError
 from learned_attribution.core.models.loading import TrainedClassifier, load_classifier
@@ -20,7 +22,8 @@ from learned_attribution.services.amortize.examples import unlabeled_examples
 from learned_attribution.services.amortize.scores import fidelity_table, scores_of
 from learned_attribution.services.amortize.settings import (DEFAULT_TRAINING, DEFAULT_VARIANTS, AmortizeSettings,
                                                             amortize_settings)
-from learned_attribution.services.amortize.teacher import Teacher, teacher_attributions
+from learned_attribution.services.amortize.teacher import (Teacher, TeacherUnfinished, starts_part,
+                                                           teacher_attributions)
 from learned_attribution.services.bundle import write_bundle
 from learned_attribution.services.distributed import DaskSettings
 from learned_attribution.services.explain import StudentExplainer
@@ -133,6 +136,67 @@ def test_teacher_parts_resume_without_recomputing_and_never_reuse_other_inputs(c
                                 progress=False).n_computed == 20
 
 
+def test_a_part_cut_short_left_partial_or_of_other_texts_is_recomputed_never_read(classifier, tmp_path, caplog):
+    """Complete or absent: a file under a part's name that does not read back as that part is recomputed, and the
+    writer's temporary file left by a kill is never read."""
+    examples, _ = unlabeled_examples(classifier, texts(18))
+    teacher, cache = Teacher("occlusion"), tmp_path / "cache"
+    first = teacher_attributions(classifier, examples, teacher, cache, part_size=6, progress=False)
+    cut, killed, other = sorted(cache.glob("part-*.parquet"))
+    whole = cut.read_bytes()
+    cut.write_bytes(whole[:len(whole) // 2])  # cut short (a copy, a full disk, a filesystem without atomic rename)
+    killed.rename(partial_name(killed))  # killed while its part was written: the writer's file, never renamed
+    partial_name(killed).write_bytes(partial_name(killed).read_bytes()[:100])
+    pd.read_parquet(other).assign(example_id=list("abcdef")).to_parquet(other)  # a part of other texts
+    again = teacher_attributions(classifier, examples, teacher, cache, part_size=6, progress=False)
+    assert again.reused_parts == 0 and again.n_computed == 18  # all three recomputed, none read
+    assert "does not read as a Parquet file" in caplog.text and "does not hold this part's 6 texts" in caplog.text
+    assert sorted(p.name for p in cache.iterdir()) == sorted(p.name for p in (cut, killed, other))  # no partial left
+    for a, b in zip(again.scores["scores"], first.scores["scores"]):
+        np.testing.assert_array_equal(a, b)
+    assert teacher_attributions(classifier, examples, teacher, cache, part_size=6, progress=False).reused_parts == 3
+
+
+def test_a_part_starts_only_when_it_would_end_by_the_deadline():
+    assert starts_part(100.0, 90.0, None) and not starts_part(100.0, 101.0, None)  # the first part: before it
+    assert starts_part(100.0, 90.0, 10.0) and not starts_part(100.0, 90.0, 10.5)  # the next: ends by it
+    assert starts_part(float("inf"), 1e12, 1e6)  # no limit
+
+
+def test_a_time_limited_teacher_stops_cleanly_and_the_next_invocation_continues(classifier, tmp_path, monkeypatch):
+    """A teacher longer than one invocation runs as several: each stops with `TeacherUnfinished` naming the parts
+    done, keeps them complete, and the next starts after them; the last one returns the uninterrupted run's
+    scores."""
+    examples, _ = unlabeled_examples(classifier, texts(18))
+    teacher, cache = Teacher("occlusion"), tmp_path / "cache"
+    with pytest.raises(TeacherUnfinished, match=r"0 of 3 parts in .* run the same command again to continue"):
+        teacher_attributions(classifier, examples, teacher, cache, part_size=6, progress=False, deadline=0.0)
+    assert not list(cache.iterdir())  # the deadline had passed: nothing started
+    fresh = teacher_attributions(classifier, examples, teacher, tmp_path / "fresh", part_size=6, progress=False)
+    monkeypatch.setattr(teacher_module, "starts_part", lambda deadline, now, per_part: per_part is None)  # one part
+    for done in (1, 2):
+        with pytest.raises(TeacherUnfinished, match=f"{done} of 3 parts"):
+            teacher_attributions(classifier, examples, teacher, cache, part_size=6, progress=False, deadline=1.0)
+        assert len(list(cache.glob("part-*.parquet"))) == done and not list(cache.glob("*.partial*"))
+    last = teacher_attributions(classifier, examples, teacher, cache, part_size=6, progress=False, deadline=1.0)
+    assert last.reused_parts == 2 and last.n_computed == 6
+    for a, b in zip(last.scores["scores"], fresh.scores["scores"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fit_with_teacher_minutes_spent_exits_75_keeping_its_parts_and_writes_no_student(classifier_writer, tmp_path,
+                                                                                       capsys):
+    corpus = tmp_path / "texts.txt"
+    corpus.write_text("\n".join(texts(30)) + "\n")
+    code = main(["fit", "--classifier", str(classifier_writer(tmp_path / "classifier", seed=1)), "--input",
+                 str(corpus), "--teacher", "occlusion", "--held-out", "5", "--output", str(tmp_path / "student"),
+                 "--device", "cpu", "--teacher-minutes", "1e-9"])
+    assert code == TEACHER_UNFINISHED == 75 and not (tmp_path / "student").exists()
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("stopped")]  # besides tqdm's
+    assert line.startswith("stopped after --teacher-minutes 1e-09: teacher occlusion: 0 of 1 parts in ")
+    assert line.endswith("run the same command again to continue")
+
+
 def test_a_teacher_failing_on_some_texts_lists_them_and_keeps_the_rest(classifier, tmp_path, monkeypatch, caplog):
     from learned_attribution.core.explainers.perturbation import Occlusion
 
@@ -173,6 +237,48 @@ def test_fidelity_known_answers():
     assert table.at["same", "spearman"] == 1.0 and table.at["same", "top10"] == 1.0 and table.at["same", "top20"] == 1.0
     assert table.at["reversed", "spearman"] == pytest.approx((-1.0 + 0.5) / 2)
     assert table.at["same", "n_examples"] == 2
+    assert table.at["reversed", "top5_tokens"] == 1.0  # k = 5 capped at each text's 4 and 3 tokens: all of them
+
+
+def test_one_table_per_classifier_puts_each_measurement_of_each_method_in_its_cell():
+    from learned_attribution.services.reporting.amortize import (amortize_summary, classifier_table,
+                                                                  classifier_table_markdown)
+
+    teacher = "teacher (kernel_shap (n_samples 200, seed 0))"
+
+    def measured(methods, metric, values):  # each value with the interval [value - 0.05, value + 0.05]
+        return pd.DataFrame({"method": methods, metric: values, f"{metric}_low": [v - 0.05 for v in values],
+                             f"{metric}_high": [v + 0.05 for v in values]})
+
+    fidelity = measured(["student", teacher], "spearman", [0.71, 0.62]).merge(
+        measured(["student", teacher], "top5_tokens", [0.53, 0.44])).assign(n_examples=3, top10=0.9)
+    faithfulness = measured(["student", teacher, "saliency"], "comprehensiveness", [0.31, 0.27, 0.19]).merge(
+        measured(["student", teacher, "saliency"], "sufficiency", [0.11, 0.13, 0.17]))
+    cost = pd.DataFrame({"method": ["forward", "student", "saliency", teacher], "n_examples": 3,
+                         "ratio_to_forward": [1.0, 0.47, 0.45, 0.0081]})
+    plausibility = measured(["student", "saliency", "expnet_plus", "student", "gae"], "auroc",
+                            [0.61, 0.72, 0.66, 0.93, 0.58]).assign(subset=["all", "all", "all", "correct", "all"],
+                                                                   rule="matched", f1=0.4)
+    table = classifier_table(fidelity, faithfulness, cost, plausibility, task="sst2")
+    assert list(table["method"]) == ["student", teacher, "saliency", "expnet_plus"]  # not forward, not gae
+    cells = table.set_index("method")
+    assert (cells["task"] == "sst2").all()
+    assert cells.at["student", "spearman"] == 0.71 and cells.at[teacher, "spearman_low"] == pytest.approx(0.57)
+    assert cells.at[teacher, "top5_tokens"] == 0.44 and cells.at["student", "top5_tokens_high"] == pytest.approx(0.58)
+    assert cells.at["saliency", "comprehensiveness"] == 0.19 and cells.at[teacher, "sufficiency"] == 0.13
+    assert cells.at[teacher, "ratio_to_forward"] == 0.0081 and cells.at["saliency", "ratio_to_forward"] == 0.45
+    assert cells.at["student", "auroc"] == 0.61  # all texts, matched budget: not the correct subset's 0.93
+    assert cells.at["expnet_plus", "auroc_high"] == pytest.approx(0.71)
+    assert np.isnan(cells.at["saliency", "spearman"]) and np.isnan(cells.at["expnet_plus", "ratio_to_forward"])
+    assert np.isnan(cells.at[teacher, "auroc"])  # the fold's rows have no teacher at this budget
+    own = classifier_table(fidelity, faithfulness, cost, None, task="own")
+    assert list(own.columns) == list(table.columns) and own["auroc"].isna().all()
+    assert list(own["method"]) == ["student", teacher, "saliency"]
+    markdown = classifier_table_markdown(table)
+    assert "| student | 0.710 [0.660, 0.760] | 0.530 [0.480, 0.580] | 0.310 [0.260, 0.360] | 0.110 [0.060, 0.160] " \
+           "| 0.4700 | 0.610 [0.560, 0.660] |" in markdown
+    summary = amortize_summary(table, own)
+    assert summary.index("## sst2") < summary.index("## own") and summary.count(markdown) == 1
 
 
 @pytest.mark.slow
@@ -243,6 +349,37 @@ def test_a_student_refuses_another_classifier_naming_both(classifier_writer, tmp
         explainer.explain(["the movie is great"], methods=["student"])
     message = explainer.incompatible["student"]
     assert str(tmp_path / "classifier") in message and str(tmp_path / "other") in message
+
+
+@pytest.fixture(scope="module")
+def encoder_student(encoder_student_writer, tmp_path_factory):
+    """A tiny encoder student of a 2-layer, 2-head, 16-wide BERT classifier (tests/conftest.py)."""
+    return encoder_student_writer(tmp_path_factory.mktemp("encoder_student"))
+
+
+@pytest.mark.parametrize("family, shape, which", [
+    ("electra", {}, "another family (electra, not bert)"),  # the same tokenizer class, layers, heads and width
+    ("bert", {"n_layers": 3}, "another shape (3 layers, not 2)"),
+    ("bert", {"hidden": 32}, "another shape (hidden size 32, not 16)"),
+    ("roberta", {"n_heads": 4}, "another family (roberta, not bert) and another shape (4 heads, not 2) and another "
+                                "tokenizer (RobertaTokenizer, not BertTokenizer)"),
+])
+def test_a_student_asked_for_a_classifier_of_another_family_or_shape_refuses_in_one_line_saying_which(
+        encoder_student, tiny_classifier, family, shape, which, tmp_path, capsys):
+    model, tokenizer = tiny_classifier(family, **shape)
+    model.save_pretrained(tmp_path / "other")
+    tokenizer.save_pretrained(tmp_path / "other")
+    explainer = StudentExplainer.from_folder(encoder_student, classifier=str(tmp_path / "other"))
+    message = explainer.incompatible["student"]
+    assert which in message and "\n" not in message and str(encoder_student.parent / "classifier") in message
+    with pytest.raises(artifacts.IncompatibleClassifierError, match=re.escape(which)):
+        explainer.explain(["the film was good"], methods=["student"])
+    assert explainer.explain(["the film was good"], methods=["occlusion"])  # its baselines still run there
+    capsys.readouterr()
+    assert main(["explain", "--explainer", str(encoder_student), "--classifier", str(tmp_path / "other"),
+                 "the film was good"]) == 2
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # besides loading bars
+    assert line.startswith("error: ") and which in line and "--method NAME" in line
 
 
 def test_an_unsupported_family_is_refused_before_any_work(tmp_path):

@@ -44,7 +44,8 @@ def test_round_trip_gives_the_same_probabilities_and_a_readable_config(tiny_mode
     context = config["context"]
     assert context["training_tasks"] == ["cola", "hatexplain"] and context["held_out_task"] == "sst2"
     assert context["classifier"] == {"model_type": "bert", "num_hidden_layers": 2, "num_attention_heads": 2,
-                                     "num_labels": 2, "tokenizer_class": "BertTokenizer", "vocab_size": 40}
+                                     "hidden_size": 16, "num_labels": 2, "tokenizer_class": "BertTokenizer",
+                                     "vocab_size": 40}
     assert {"torch", "transformers", "learned-attribution"} <= set(context["packages"])
     paper_config = json.loads((fold / "expnet_paper" / "config.json").read_text())
     assert paper_config["variant"]["name"] == "expnet_paper" and paper_config["calibrated_threshold"] == 0.45

@@ -31,7 +31,6 @@ from learned_attribution.core.models.signals import model_columns, signal_rows, 
 # family it would be divided by 1e-6, and every score saturate).
 WORDS = ("the", "film", "was", "good", "bad", "boring", "not", "very", "and", "but", "it", "plot", "fun", ",", ".",
          "unbelievable")
-SENTIMENT = {"good", "bad", "boring", "fun"}  # the rationale: the sentiment words of a text
 PAPER = Variant(name="expnet_paper", stopping="token_auroc")
 PLUS = Variant(name="signals", feature_sets=("attention", "attention_x_gradient", "layer_gradient", "position",
                                              "token_kind"), standardise="per_task", objective="pairwise",
@@ -45,31 +44,25 @@ SETS = tuple(dict.fromkeys(s for v in (PAPER, PLUS, SHAPE_FREE, STUDENT) for s i
 TEXTS = ["the film was not good , but it was fun .", "a very boring plot", "it was bad"]
 
 
-def task_examples(task: str, tokenizer, seed: int, n: int = 16) -> pd.DataFrame:
-    """`n` random texts of the tiny words, tokenised as plain text, each token labelled 1 when it spells a sentiment
-    word (frame tokens -100), explained for class 1; the first half `rationale_train`, the rest `rationale_val`."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for index in range(n):
-        words = [str(w) for w in rng.choice(WORDS, size=int(rng.integers(4, 9)))]
-        words[int(rng.integers(len(words)))] = str(rng.choice(sorted(SENTIMENT)))
-        ids = tokenizer(" ".join(words))["input_ids"]
-        tokens = tokenizer.convert_ids_to_tokens(ids)
-        labels = [-100] + [int(t.lstrip("Ġ▁").lower() in SENTIMENT) for t in tokens[1:-1]] + [-100]
-        rows.append({"example_id": f"{task}{index}", "task": task, "input_ids": ids, "token_labels": labels,
-                     "predicted": 1, "role": "rationale_train" if index < n // 2 else "rationale_val"})
-    return pd.DataFrame(rows)
+def task_examples(task: str, sentences: pd.DataFrame) -> pd.DataFrame:
+    """Sentiment sentences (tests/conftest.py) as a task's rationale rows: each token labelled 1 when it spells a
+    sentiment word (the rationale; frame tokens -100), explained for class 1; the first half `rationale_train`, the
+    rest `rationale_val`."""
+    half = len(sentences) // 2
+    return pd.DataFrame({"example_id": [f"{task}{i}" for i in sentences["index"]], "task": task,
+                         "input_ids": sentences["input_ids"], "token_labels": sentences["sentiment"], "predicted": 1,
+                         "role": ["rationale_train" if i < half else "rationale_val" for i in sentences["index"]]})
 
 
 def rows_of(model, tokenizer, examples: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(signal_rows(model, tokenizer, examples, SETS, layer=-1, batch_size=8), ignore_index=True)
 
 
-def fold(family: str, model, tokenizer, settings) -> dict:
+def fold(family: str, model, tokenizer, settings, sentences) -> dict:
     """Two training tasks and a held-out one, all on `model`'s signals: the paper's ExpNet, ExpNet+ (`PLUS`) and a
     shape-free variant trained on the training tasks for the held-out classifier, and a student of saliency on
     the held-out task's texts, each given the context the pipeline records."""
-    tables = {task: rows_of(model, tokenizer, task_examples(task, tokenizer, seed))
+    tables = {task: rows_of(model, tokenizer, task_examples(task, sentences(tokenizer, 16, seed, WORDS)))
               for seed, task in enumerate(("cola", "hatexplain", "sst2"))}
     train = pd.concat([tables[t][tables[t]["role"] == "rationale_train"] for t in ("cola", "hatexplain")],
                       ignore_index=True)
@@ -123,9 +116,9 @@ def assert_scores(scores: torch.Tensor, expected: list[torch.Tensor], where: str
 
 @pytest.mark.parametrize("family", SUPPORTED_MODEL_TYPES)
 def test_a_fold_trained_on_a_family_explains_it_with_its_learned_models_own_predictions(
-        family, known_answer_classifier, training_settings, tmp_path):
+        family, known_answer_classifier, training_settings, sentiment_sentences, tmp_path):
     model, tokenizer = known_answer_classifier(family, n_layers=2, n_heads=2)
-    models = fold(family, model, tokenizer, training_settings)
+    models = fold(family, model, tokenizer, training_settings, sentiment_sentences)
     texts = [tokenizer(text)["input_ids"] for text in TEXTS]
     targets = [1, 0, 2]
     batch = tokenizer_batch(texts, targets, tokenizer)
@@ -148,9 +141,9 @@ def test_a_fold_trained_on_a_family_explains_it_with_its_learned_models_own_pred
 
 
 @pytest.fixture(scope="module")
-def bert_fold(known_answer_classifier, training_settings) -> dict:
+def bert_fold(known_answer_classifier, training_settings, sentiment_sentences) -> dict:
     model, tokenizer = known_answer_classifier("bert", n_layers=2, n_heads=2)
-    return fold("bert", model, tokenizer, training_settings)
+    return fold("bert", model, tokenizer, training_settings, sentiment_sentences)
 
 
 @pytest.mark.parametrize("family, n_layers, n_heads", [("roberta", 3, 4), ("distilbert", 4, 1), ("deberta-v2", 1, 2)])

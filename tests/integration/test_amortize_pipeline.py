@@ -60,6 +60,12 @@ def test_every_task_classifier_gets_a_scored_logged_and_registered_student(amort
         assert {"student", "saliency"} <= set(faithfulness["method"])
         plausibility = pd.read_csv(reports / f"{task}_plausibility.csv")
         assert {"student", "saliency", "expnet_plus"} <= set(plausibility["method"])
+        # The classifier's one table, through the catalog: the same numbers as the tables it is made of.
+        table = pd.read_csv(reports / f"{task}_table.csv").set_index("method")
+        assert list(table.index) == ["student", teacher.name, "saliency", "expnet_plus"]
+        assert table.at["student", "spearman"] == pytest.approx(fidelity.at["student", "spearman"])
+        matched = plausibility[(plausibility["subset"] == "all") & (plausibility["rule"] == "matched")]
+        assert table.at["student", "auroc"] == pytest.approx(matched.set_index("method").at["student", "auroc"])
         train = pd.read_parquet(amortize_run / "05_model_input" / "amortize" / f"{task}_train_texts.parquet")
         predictions = pd.read_parquet(amortize_run / "07_model_output" / f"rationale_predictions_{task}.parquet")
         test_ids = set(predictions.loc[predictions["role"] == "rationale_test", "example_id"])
@@ -149,6 +155,7 @@ def test_a_users_classifier_and_text_file_by_parameters(smoke_crosstask_run, smo
     train = pd.read_parquet(smoke_crosstask_run / "05_model_input" / "amortize" / "own_train_texts.parquet")
     fidelity = pd.read_csv(reports / "own_fidelity.csv")
     assert len(train) == 24 and (fidelity["n_examples"] == 6).all()  # 30 usable texts: a fifth held out
+    assert pd.read_csv(reports / "own_table.csv")["auroc"].isna().all()  # no rationale test set
     card = json.loads((smoke_crosstask_run / "06_models" / "student_own" / "fold.json").read_text())
     assert Path(card["classifier"]) == classifier.resolve()
     logged = student_run(MlflowClient(tracking_uri=smoke_tracking_uri), "student_own")

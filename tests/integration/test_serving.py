@@ -1,6 +1,8 @@
 """Each smoke fold's registered MLflow model: saved from code (no pickle), the loaded pyfunc gives the Python API's
 scores, and a real `mlflow models serve` subprocess answers POST /invocations with them, also under concurrent
-load (loopback only, bounded, stopped by process group), and answers bad input in one line."""
+load (loopback only, bounded, stopped by process group), and answers bad input in one line. A student is served
+the same way: a tiny encoder student's model (built as tests/conftest.py's `encoder_student_writer` builds one, no
+smoke run needed) under the same concurrent load, every answer the Python API's."""
 import sys
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from learned_attribution import FoldExplainer
+from learned_attribution import FoldExplainer, StudentExplainer
 
 pytestmark = pytest.mark.integration
 
@@ -96,3 +98,34 @@ def test_served_bad_input_is_one_line_with_the_projects_message(served_sst2):
     assert "\n" not in answer.body["message"] and "stack_trace" not in answer.body
     empty = serving_load.post(served_sst2, ["fine", "  "])
     assert empty.status == 400 and empty.body["message"] == "text 1 is empty or whitespace only"
+
+
+@pytest.fixture(scope="module")
+def served_encoder_student(encoder_student_writer, tmp_path_factory):
+    """(URL, student folder): a tiny encoder student saved as the pyfunc model a registered student is
+    (`serving.save_model`, its classifier inside), served by a real `mlflow models serve` on a loopback port."""
+    from learned_attribution.adapters.serving import save_model
+
+    folder = tmp_path_factory.mktemp("encoder_student")
+    student = encoder_student_writer(folder)
+    model = save_model(student, folder / "classifier", folder / "model")
+    with serving_load.start_server(str(model), None, folder / "serve.log") as url:
+        yield url, student
+
+
+STUDENT_TEXTS = ["the film was good", "not a very fun plot", "it was bad and boring", "good but not fun",
+                 "the plot was very boring", "it was fun", "bad film", "the film was not good but it was fun"]
+
+
+def test_a_served_encoder_student_holds_under_concurrent_load_with_the_apis_answers(served_encoder_student):
+    """4 clients x 8 requests of 3 texts at once: every answer 200 and equal to the in-process explanation of the
+    same texts (the student and its teacher, the default methods)."""
+    url, student = served_encoder_student
+    explainer = StudentExplainer.from_folder(student, device="cpu")
+    requests = serving_load.request_texts(STUDENT_TEXTS, 8, 3)
+    expected = [[e.record() for e in explainer.explain(texts)] for texts in requests]
+    assert set(expected[0][0]["scores"]) == {"student", "occlusion"}
+    result = serving_load.run_load(url, requests, clients=4, expected=expected, methods=None, deadline_s=180,
+                                   timeout_s=60)
+    assert result["requests"] == 32 and result["errors"] == 0, result
+    assert result["statuses"] == "200"

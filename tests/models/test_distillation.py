@@ -8,7 +8,8 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from learned_attribution.core.metrics.fidelity import example_spearman, mean_example_spearman, top_k_overlap
+from learned_attribution.core.metrics.fidelity import (example_spearman, mean_example_spearman, top_k_agreement,
+                                                       top_k_overlap)
 from learned_attribution.core.models.learned import Variant, fit_variant
 from learned_attribution.core.models.learned.losses import distillation_loss
 
@@ -28,6 +29,14 @@ def test_example_spearman_equals_scipy_per_group_with_ties():
 def test_top_k_overlap_known_answers():
     assert top_k_overlap([0.9, 0.1, 0.8, 0.2], [0.7, 0.6, 0.5, 0.0], 0.5) == 0.5  # {0, 2} vs {0, 1}
     assert top_k_overlap([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], 0.1) == 1.0  # k = 1 at least
+
+
+def test_top_k_agreement_counts_tokens_and_caps_k_at_the_text():
+    scores = [0.9, 0.1, 0.8, 0.2, 0.7, 0.0, 0.3]  # top 3: {0, 2, 4}
+    reference = [0.8, 0.9, 0.1, 0.0, 0.7, 0.2, 0.3]  # top 3: {1, 0, 4}
+    assert top_k_agreement(scores, reference, 3) == pytest.approx(2 / 3)
+    assert top_k_agreement(scores, reference, 1) == 0.0  # 0 against 1
+    assert top_k_agreement([3.0, 1.0], [1.0, 3.0], 5) == 1.0  # k capped at the 2 tokens: both agree on both
 
 
 def test_the_distillation_loss_is_lowest_for_the_teachers_own_ranking_and_scale():

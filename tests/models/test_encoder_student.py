@@ -15,13 +15,9 @@ from learned_attribution.core.explainers import build_method
 from learned_attribution.core.explainers.apply import tokenizer_batch
 from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES, architecture
 from learned_attribution.core.models.artifacts import load_learned, save_learned
-from learned_attribution.core.models.features import frame_token_ids
 from learned_attribution.core.models.learned import Variant, fit_encoder_variant, score_texts
 from learned_attribution.core.models.learned.encoder import EncoderTokenHead, encoder_scores
 from learned_attribution.core.metrics.fidelity import mean_example_spearman
-
-WORDS = ("the", "film", "was", "good", "bad", "boring", "not", "very", "and", "but", "it", "plot", "fun")
-SENTIMENT = {"good", "bad", "boring", "fun"}
 
 
 def encoder_variant(**overrides) -> Variant:
@@ -29,21 +25,17 @@ def encoder_variant(**overrides) -> Variant:
                       "stopping": "example_spearman", "encoder_blocks": 1, "learning_rate": 3e-3, **overrides})
 
 
-def teacher_texts(tokenizer, n: int, seed: int) -> pd.DataFrame:
-    """`n` random texts of the tiny words, each explained for a random class, the teacher's score of a token 1 when
-    it spells a sentiment word and 0 otherwise (one score per scored token: not [CLS], [SEP])."""
-    rng = np.random.default_rng(seed)
-    frame = set(frame_token_ids(tokenizer))
-    rows = []
-    for index in range(n):
-        words = [str(w) for w in rng.choice(WORDS, size=int(rng.integers(4, 9)))]
-        words[int(rng.integers(len(words)))] = str(rng.choice(sorted(SENTIMENT)))
-        ids = tokenizer(" ".join(words))["input_ids"]
-        tokens = tokenizer.convert_ids_to_tokens(ids)
-        scores = [float(t.lstrip("Ġ▁").lower() in SENTIMENT) for t, i in zip(tokens, ids) if i not in frame]
-        rows.append({"example_id": f"t{seed}_{index}", "input_ids": ids, "predicted": int(rng.integers(2)),
-                     "scores": np.asarray(scores)})
-    return pd.DataFrame(rows)
+@pytest.fixture
+def teacher_texts(sentiment_sentences):
+    """`teacher_texts(tokenizer, n, seed)`: `n` sentiment sentences (tests/conftest.py), each explained for a random
+    class, the teacher's score of a token 1 when it spells a sentiment word and 0 otherwise (one score per scored
+    token: not [CLS], [SEP])."""
+    def make(tokenizer, n: int, seed: int) -> pd.DataFrame:
+        sentences = sentiment_sentences(tokenizer, n, seed, classes=2)
+        return pd.DataFrame({"example_id": [f"t{seed}_{i}" for i in sentences["index"]],
+                             "input_ids": sentences["input_ids"], "predicted": sentences["predicted"],
+                             "scores": [np.asarray(marks[1:-1], dtype=float) for marks in sentences["sentiment"]]})
+    return make
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +48,7 @@ def one_thread():
 
 @pytest.mark.parametrize("family", SUPPORTED_MODEL_TYPES)
 def test_an_encoder_student_trains_its_top_blocks_only_and_round_trips(family, tiny_classifier, training_settings,
-                                                                       tmp_path):
+                                                                       teacher_texts, tmp_path):
     model, tokenizer = tiny_classifier(family)
     before = {k: v.clone() for k, v in model.base_model.state_dict().items()}
     train, val = teacher_texts(tokenizer, 16, 0), teacher_texts(tokenizer, 6, 1)
@@ -93,7 +85,8 @@ def test_an_encoder_student_trains_its_top_blocks_only_and_round_trips(family, t
 
 @pytest.mark.slow
 def test_an_encoder_student_learns_a_teacher_that_scores_the_token_on_texts_it_never_saw(tiny_classifier,
-                                                                                        training_settings):
+                                                                                        training_settings,
+                                                                                        teacher_texts):
     model, tokenizer = tiny_classifier("bert")
     train, val, test = (teacher_texts(tokenizer, n, seed) for n, seed in ((48, 0), (16, 1), (30, 2)))
     settings = training_settings(batch_size=8, max_epochs=30, patience=30, seeds=1)

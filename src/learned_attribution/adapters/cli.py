@@ -22,11 +22,15 @@ from tqdm.auto import tqdm
 from learned_attribution.core.atomic import probe_writable, write_text_atomically
 from learned_attribution.core.data.texts import read_inputs, require_text
 from learned_attribution.core.errors import InputError
+from learned_attribution.core.models.artifacts import IncompatibleClassifierError
 from learned_attribution.core.tasks import FOLDS
 from learned_attribution.services.amortize.teacher import TEACHER_BUDGETS
-from learned_attribution.services.bundle import CARD, DEFAULT_MODELS_DIR
+from learned_attribution.services.bundle import CARD, DEFAULT_MODELS_DIR, STUDENT
 from learned_attribution.services.explain import FoldExplainer, StudentExplainer
 from learned_attribution.services.explanation import WORD_SPLITS
+
+
+TEACHER_UNFINISHED = 75  # fit's exit status when --teacher-minutes ran out (EX_TEMPFAIL: run it again to continue)
 
 
 def check_output(option: str, value: str | None) -> None:
@@ -70,6 +74,9 @@ def explain_command(args: argparse.Namespace) -> int:
     if args.explainer:
         explainer = StudentExplainer.from_folder(args.explainer, classifier=args.classifier, device=args.device,
                                                  max_length=args.max_length)
+        if STUDENT in explainer.incompatible and not args.method:  # asked for the student, which cannot explain it
+            raise IncompatibleClassifierError(f"{explainer.incompatible[STUDENT]} (the baselines run on it with "
+                                              "--method NAME)")
     else:
         explainer = FoldExplainer.from_fold(args.fold, classifier=args.classifier, models_dir=args.models_dir,
                                             device=args.device, max_length=args.max_length)
@@ -165,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--dask-workers", type=int, default=2, help="LocalCluster workers with --dask local (default 2)")
     fit.add_argument("--output", required=True, help="the student's folder (written when complete)")
     fit.add_argument("--cache", help="the teacher's resumable parts (default: OUTPUT.teacher beside the output)")
+    fit.add_argument("--teacher-minutes", type=float,
+                     help="start no teacher part after this many minutes of this invocation: the parts computed are "
+                          f"kept and fit exits with status {TEACHER_UNFINISHED}; run the same command again to "
+                          "continue (a long teacher in several invocations; default: no limit)")
     fit.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--tracking-uri", help="also log an MLflow run and register the student (e.g. "
@@ -218,7 +229,7 @@ def fit_command(args: argparse.Namespace) -> int:
     from learned_attribution.services import bundle as bundles
     from learned_attribution.services.amortize import amortize, student_bundle
     from learned_attribution.services.amortize.settings import AmortizeSettings
-    from learned_attribution.services.amortize.teacher import Teacher
+    from learned_attribution.services.amortize.teacher import Teacher, TeacherUnfinished
     from learned_attribution.services.config import dask_settings
 
     output = Path(args.output)
@@ -240,8 +251,9 @@ def fit_command(args: argparse.Namespace) -> int:
         teacher = Teacher.default(args.teacher, args.n_samples, args.seed)
     except ValueError as error:
         raise InputError(f"--n-samples: {error}") from None
-    settings = AmortizeSettings(teacher=teacher, max_texts=args.max_texts,
-                                held_out_texts=args.held_out, reference_factor=args.reference_factor, seed=args.seed)
+    settings = AmortizeSettings(teacher=teacher, max_texts=args.max_texts, held_out_texts=args.held_out,
+                                reference_factor=args.reference_factor, seed=args.seed,
+                                teacher_minutes=args.teacher_minutes)
     dask = None
     if args.dask:
         dask = dask_settings({"address": args.dask, "n_workers": args.dask_workers, "threads_per_worker": 1,
@@ -249,8 +261,12 @@ def fit_command(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     classifier.model.to(device)
     cache = Path(args.cache) if args.cache else output.with_name(output.name + ".teacher")
-    result = amortize(classifier, texts, ids, settings, cache, dask=dask, device=device,
-                      context={"classifier_spec": str(args.classifier)})
+    try:
+        result = amortize(classifier, texts, ids, settings, cache, dask=dask, device=device,
+                          context={"classifier_spec": str(args.classifier)})
+    except TeacherUnfinished as stopped:  # not a failure: the parts are kept for the next invocation
+        print(f"stopped after --teacher-minutes {args.teacher_minutes:g}: {stopped}", file=sys.stderr)
+        return TEACHER_UNFINISHED
     bundle = student_bundle(result, settings, classifier, f"Student of {args.teacher} for {args.classifier}")
     bundles.write_bundle(bundle, output)
     print(f"wrote {output} (student, report.md); explain with: learned-attribution explain --explainer {output} "
@@ -325,8 +341,9 @@ def log_student(args: argparse.Namespace, output: Path, bundle, settings) -> str
                           commit=store.git_commit(Path.cwd()), guard=guard)
     logged = Logged(output.name, {}, None, args.experiment)
     try:
-        for name, table in (("student_variants", bundle.tables["variants"]), *((key, bundle.tables[key]) for key in
-                                                                                 ("fidelity", "faithfulness", "cost"))):
+        tables = {"student_variants": bundle.tables["variants"],
+                  **{key: bundle.tables[key] for key in ("table", "fidelity", "faithfulness", "cost")}}
+        for name, table in tables.items():
             STUDENT.outputs[name](run, table, logged)
         STUDENT.outputs["report"](run, bundle.report, logged)
         version = register_bundle(run, output, bundle.card["classifier"], f"{args.experiment}-{output.name}")

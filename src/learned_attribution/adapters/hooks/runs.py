@@ -223,8 +223,8 @@ STUDENT = RunKind(
     params=lambda namespace, params: {"task": namespace[len("student_"):], "explained_layer": params.get("explained_layer"),
                                       "amortize": amortize_settings(params.get("amortize"),
                                                                     params.get("explained_layer", -1)).as_params()},
-    outputs={"student_variants": table("variants.csv"),
-             "fidelity": _headline("fidelity", ("spearman", "top10", "top20")),
+    outputs={"student_variants": table("variants.csv"), "table": table("table.csv"),
+             "fidelity": _headline("fidelity", ("spearman", "top10", "top20", "top5_tokens")),
              "faithfulness": _headline("faithfulness", ("comprehensiveness", "sufficiency")),
              "cost": _headline("cost", ("examples_per_second", "ratio_to_forward")),
              "plausibility": _plausibility, "report": text("report.md"), "bundle": _student_bundle})

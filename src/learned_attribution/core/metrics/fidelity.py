@@ -26,13 +26,18 @@ def example_spearman(scores: np.ndarray, reference: np.ndarray, groups: np.ndarr
     return np.where((sums["aa"] > 0) & (sums["bb"] > 0), rho.to_numpy(), np.nan)
 
 
-def top_k_overlap(scores: np.ndarray, reference: np.ndarray, fraction: float) -> float:
-    """|top-k(scores) & top-k(reference)| / k with k = max(1, round(fraction x n)) (ties by position, the earlier
-    token first, as the plausibility masks)."""
+def top_k_agreement(scores: np.ndarray, reference: np.ndarray, k: int) -> float:
+    """|top-k(scores) & top-k(reference)| / k, k capped at the number of tokens (ties by position, the earlier token
+    first, as the plausibility masks)."""
     scores, reference = np.asarray(scores, float), np.asarray(reference, float)
-    k = max(1, int(np.floor(fraction * len(scores) + 0.5)))
+    k = max(1, min(int(k), len(scores)))
     top = set(np.argsort(-scores, kind="mergesort")[:k])
     return len(top & set(np.argsort(-reference, kind="mergesort")[:k])) / k
+
+
+def top_k_overlap(scores: np.ndarray, reference: np.ndarray, fraction: float) -> float:
+    """`top_k_agreement` with k = max(1, round(fraction x n)), a share of the text's n tokens."""
+    return top_k_agreement(scores, reference, int(np.floor(fraction * len(np.asarray(scores)) + 0.5)))
 
 
 def paired_scores(table: pd.DataFrame, reference: pd.DataFrame) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -55,8 +55,9 @@ def classifier_signature(model: torch.nn.Module, tokenizer) -> dict[str, Any]:
     """What a learned explainer depends on in a classifier: its encoder shape and tokenizer family."""
     config = model.config
     return {"model_type": config.model_type, "num_hidden_layers": int(config.num_hidden_layers),
-            "num_attention_heads": int(config.num_attention_heads), "num_labels": int(config.num_labels),
-            "tokenizer_class": type(tokenizer).__name__.removesuffix("Fast"), "vocab_size": int(len(tokenizer))}
+            "num_attention_heads": int(config.num_attention_heads), "hidden_size": int(config.hidden_size),
+            "num_labels": int(config.num_labels), "tokenizer_class": type(tokenizer).__name__.removesuffix("Fast"),
+            "vocab_size": int(len(tokenizer))}
 
 
 def classifier_fingerprint(model: torch.nn.Module) -> str:
@@ -85,6 +86,10 @@ def check_compatible(explainer: LearnedModel, model: torch.nn.Module, tokenizer,
     student records its classifier's weights fingerprint and explains only that classifier."""
     expected = explainer.context.get("classifier", {})
     actual = classifier_signature(model, tokenizer)
+    bound = explainer.context.get("classifier_fingerprint")
+    if bound is not None:
+        _check_student(explainer, expected, actual, model, bound, where)
+        return
     differences = []
     for key in () if explainer.shape_free else ("num_hidden_layers", "num_attention_heads", "tokenizer_class"):
         if key in expected and expected[key] != actual[key]:
@@ -92,15 +97,6 @@ def check_compatible(explainer: LearnedModel, model: torch.nn.Module, tokenizer,
     if actual["model_type"] not in SUPPORTED_MODEL_TYPES and actual["model_type"] != expected.get("model_type"):
         differences.append(f"model_type {actual['model_type']!r} is not a supported encoder family "
                            f"({', '.join(SUPPORTED_MODEL_TYPES)}; core/models/architectures.py)")
-    bound = explainer.context.get("classifier_fingerprint")
-    if bound is not None and not differences:
-        fingerprint = classifier_fingerprint(model)
-        if fingerprint != bound:
-            trained_on = explainer.context.get("classifier_path") or "its training classifier"
-            raise IncompatibleClassifierError(
-                f"{where} is a student trained for one classifier, {trained_on} (weights fingerprint {bound}), and "
-                f"explains only that one; this classifier{_named(model)} has weights fingerprint {fingerprint}. "
-                "Train a student for it with `learned-attribution fit --classifier ...`")
     if differences:
         raise IncompatibleClassifierError(
             f"{where} was trained for a {expected.get('model_type')} classifier with "
@@ -108,6 +104,37 @@ def check_compatible(explainer: LearnedModel, model: torch.nn.Module, tokenizer,
             f"({expected.get('tokenizer_class')} tokenizer) and cannot read this one: " + "; ".join(differences)
             + ("" if explainer.shape_free else f" (its variant {explainer.variant.name!r} reads one column per layer "
                "or head; a shape-free variant reads any shape)"))
+
+
+STUDENT_SHAPE = {"num_hidden_layers": "{} layers", "num_attention_heads": "{} heads", "hidden_size": "hidden size {}"}
+
+
+def _check_student(explainer: LearnedModel, expected: dict, actual: dict, model: torch.nn.Module, bound: str,
+                   where: str) -> None:
+    """A student explains the one classifier it was trained for (weights fingerprint `bound`): a classifier of
+    another family, shape or tokenizer is refused in one line saying which, one with other weights naming both
+    fingerprints."""
+    trained_on = explainer.context.get("classifier_path") or "its training classifier"
+    which = []
+    if expected.get("model_type", actual["model_type"]) != actual["model_type"]:
+        which.append(f"another family ({actual['model_type']}, not {expected['model_type']})")
+    shape = [f"{text.format(actual[key])}, not {expected[key]}" for key, text in STUDENT_SHAPE.items()
+             if key in expected and expected[key] != actual[key]]
+    if shape:
+        which.append(f"another shape ({'; '.join(shape)})")
+    if expected.get("tokenizer_class", actual["tokenizer_class"]) != actual["tokenizer_class"]:
+        which.append(f"another tokenizer ({actual['tokenizer_class']}, not {expected['tokenizer_class']})")
+    if which:
+        raise IncompatibleClassifierError(
+            f"{where} is a student of one {expected.get('model_type')} classifier, {trained_on}, and explains only "
+            f"that one; this classifier{_named(model)} is of {' and '.join(which)}. Train a student for it with "
+            "`learned-attribution fit --classifier ...`")
+    fingerprint = classifier_fingerprint(model)
+    if fingerprint != bound:
+        raise IncompatibleClassifierError(
+            f"{where} is a student trained for one classifier, {trained_on} (weights fingerprint {bound}), and "
+            f"explains only that one; this classifier{_named(model)} has weights fingerprint {fingerprint}. "
+            "Train a student for it with `learned-attribution fit --classifier ...`")
 
 
 def _named(model: torch.nn.Module) -> str:

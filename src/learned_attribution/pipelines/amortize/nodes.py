@@ -16,20 +16,23 @@ from learned_attribution.services.amortize.examples import task_examples, text_e
 from learned_attribution.services.amortize.scores import evaluate_student as evaluated, plausibility_rows
 from learned_attribution.services.amortize.settings import AmortizeSettings, amortize_settings
 from learned_attribution.services.amortize.student import fit_student as fitted, student_signals as signals_of
-from learned_attribution.services.amortize.teacher import TeacherRun, teacher_attributions
+from learned_attribution.services.amortize.teacher import TeacherRun, teacher_attributions, teacher_deadline
 from learned_attribution.services.config import ComputeSettings, ScoringSettings, compute_settings, scoring_settings
 from learned_attribution.services.evaluation.cost import cost_plausibility
-from learned_attribution.services.reporting.amortize import report_markdown
+from learned_attribution.services.reporting.amortize import classifier_table, report_markdown
 from learned_attribution.services.reporting.charts import cost_faithfulness_chart, cost_plausibility_chart
 
 logger = logging.getLogger(__name__)
 
 
 def student_settings(amortize: dict[str, Any], layer: int, compute: dict[str, Any]
-                     ) -> tuple[AmortizeSettings, ComputeSettings]:
+                     ) -> tuple[AmortizeSettings, ComputeSettings, float]:
     """The student's parameter blocks, parsed once: `amortize` (on the code defaults) at the explained layer, and
-    `compute`."""
-    return amortize_settings(amortize, layer), compute_settings(compute)
+    `compute`; and the teacher's deadline in this run, `amortize.teacher_minutes` from now (infinity without it):
+    this node reads parameters only, so it runs at the start of a run and the run's teacher nodes share the
+    minutes."""
+    settings = amortize_settings(amortize, layer)
+    return settings, compute_settings(compute), teacher_deadline(settings.teacher_minutes)
 
 
 def plausibility_settings(crosstask: dict[str, Any], layer: int, seed: int) -> ScoringSettings:
@@ -63,23 +66,25 @@ def own_texts(classifier: TrainedClassifier, texts: pd.DataFrame, settings: Amor
 
 
 def teacher_scores(classifier: TrainedClassifier, texts: pd.DataFrame, cache: Path, settings: AmortizeSettings,
-                   compute: ComputeSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The teacher on the training texts, in resumable parts under `cache` (on Dask where configured): (token
-    scores, failures)."""
+                   compute: ComputeSettings, deadline: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The teacher on the training texts, in resumable parts under `cache` (on Dask where configured), none
+    started past the run's `deadline`: (token scores, failures)."""
     compute.place(classifier.model)
     run = teacher_attributions(classifier, texts, settings.teacher, Path(cache) / "train",
-                               part_size=settings.part_size, batch_size=settings.batch_size, dask=compute.dask)
+                               part_size=settings.part_size, batch_size=settings.batch_size, dask=compute.dask,
+                               deadline=deadline)
     return _scores_table(run), run.failures
 
 
 def held_out_teacher_scores(classifier: TrainedClassifier, texts: pd.DataFrame, cache: Path,
-                            settings: AmortizeSettings, compute: ComputeSettings
+                            settings: AmortizeSettings, compute: ComputeSettings, deadline: float
                             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """On the held-out texts: the teacher at its training budget and the reference teacher (`reference_factor` x
-    the budget, an independent draw), both in resumable parts; (teacher scores, reference scores, failures)."""
+    the budget, an independent draw), both in resumable parts, none started past the run's `deadline`; (teacher
+    scores, reference scores, failures)."""
     compute.place(classifier.model)
     runs = {name: teacher_attributions(classifier, texts, teacher, Path(cache) / name, part_size=settings.part_size,
-                                       batch_size=settings.batch_size, dask=compute.dask)
+                                       batch_size=settings.batch_size, dask=compute.dask, deadline=deadline)
             for name, teacher in (("held_out", settings.teacher),
                                   ("reference", settings.teacher.at_budget(max(1, settings.reference_factor))))}
     failures = pd.concat([r.failures.assign(teacher=name) for name, r in runs.items()], ignore_index=True)
@@ -117,14 +122,22 @@ def student_bundle(classifier: TrainedClassifier, student: LearnedModel, setting
     return bundles.Bundle(amortization.student_card_for(settings, classifier, task), {bundles.STUDENT: student})
 
 
-def student_report(variants: pd.DataFrame, fidelity: pd.DataFrame, faithfulness: pd.DataFrame, cost: pd.DataFrame,
-                   skipped: pd.DataFrame, train_failures: pd.DataFrame, held_out_failures: pd.DataFrame,
-                   train: pd.DataFrame, held_out: pd.DataFrame, settings: AmortizeSettings, *, task: str) -> str:
-    """data/08_reporting/amortize/<task>.md."""
+def student_table(fidelity: pd.DataFrame, faithfulness: pd.DataFrame, cost: pd.DataFrame, settings: AmortizeSettings,
+                  plausibility: pd.DataFrame | None = None, *, task: str) -> pd.DataFrame:
+    """data/08_reporting/amortize/<task>_table.csv: the classifier's one table (fidelity, faithfulness, cost and,
+    with the rationale test set's rows, plausibility; `reporting.amortize.classifier_table`)."""
+    return classifier_table(fidelity, faithfulness, cost, plausibility, task=task, counts=settings.top_k_tokens)
+
+
+def student_report(table: pd.DataFrame, variants: pd.DataFrame, fidelity: pd.DataFrame, faithfulness: pd.DataFrame,
+                   cost: pd.DataFrame, skipped: pd.DataFrame, train_failures: pd.DataFrame,
+                   held_out_failures: pd.DataFrame, train: pd.DataFrame, held_out: pd.DataFrame,
+                   settings: AmortizeSettings, *, task: str) -> str:
+    """data/08_reporting/amortize/<task>.md: the classifier's one table, then the tables it is made of."""
     result = amortization.Amortized(None, variants, fidelity, faithfulness, cost, skipped,
                                     pd.concat([train_failures, held_out_failures], ignore_index=True), len(train),
                                     len(held_out))
-    return report_markdown(result, settings, f"Student of the {task} classifier")
+    return report_markdown(result, settings, f"Student of the {task} classifier", table)
 
 
 def student_plausibility(classifier: TrainedClassifier, student: LearnedModel, predictions: pd.DataFrame,

@@ -5,6 +5,7 @@ test set beside the fold's methods; the MLflow hook logs each student's run and 
 
     kedro run --pipeline amortize        # after `kedro run --pipeline crosstask` (it reads the folds' metrics)
     kedro run --pipeline amortize_own --params "own.classifier=my_model,own.texts=texts.txt"   # your classifier
+    kedro run --pipeline amortize --params amortize.teacher_minutes=50   # again until it ends: teacher in stages
 """
 from typing import Sequence
 
@@ -16,7 +17,7 @@ from learned_attribution.services.reporting.amortize import amortize_summary
 
 from .nodes import (evaluate_student, fit_student, held_out_teacher_scores, own_texts, plausibility_settings,
                     plot_costs, student_bundle, student_plausibility, student_report, student_settings,
-                    student_signals, student_texts, teacher_scores)
+                    student_signals, student_table, student_texts, teacher_scores)
 
 SETTINGS = ["settings", "compute_settings"]
 PARAMETERS = {"amortize", "compute", "explained_layer", "max_length"}
@@ -26,9 +27,9 @@ def _student_nodes(task: str, plausibility: bool) -> list:
     """From the texts (`train_texts`, `held_out_texts`, `skipped_texts`) on: the teacher, the student, its bundle and
     its report; `plausibility` adds the rationale test set's rows and the fold's cost charts."""
     nodes = [
-        node(teacher_scores, ["classifier", "train_texts", "teacher_cache", *SETTINGS], ["teacher", "teacher_failures"],
-             name="teacher"),
-        node(held_out_teacher_scores, ["classifier", "held_out_texts", "teacher_cache", *SETTINGS],
+        node(teacher_scores, ["classifier", "train_texts", "teacher_cache", *SETTINGS, "teacher_deadline"],
+             ["teacher", "teacher_failures"], name="teacher"),
+        node(held_out_teacher_scores, ["classifier", "held_out_texts", "teacher_cache", *SETTINGS, "teacher_deadline"],
              ["held_out_teacher", "reference_teacher", "held_out_failures"], name="held_out_teacher"),
         node(student_signals, ["classifier", "train_texts", *SETTINGS], "signals", name="student_signals"),
         node(bind(fit_student, task=task), ["classifier", "train_texts", "signals", "teacher", "settings",
@@ -36,8 +37,11 @@ def _student_nodes(task: str, plausibility: bool) -> list:
         node(evaluate_student, ["classifier", "student", "held_out_texts", "held_out_teacher", "reference_teacher",
                                 *SETTINGS], ["fidelity", "faithfulness", "cost"], name="evaluate_student"),
         node(bind(student_bundle, task=task), ["classifier", "student", "settings"], "bundle", name="student_bundle"),
+        node(bind(student_table, task=task),
+             ["fidelity", "faithfulness", "cost", "settings", *(["plausibility"] if plausibility else [])], "table",
+             name="student_table"),
         node(bind(student_report, task=task),
-             ["student_variants", "fidelity", "faithfulness", "cost", "skipped_texts", "teacher_failures",
+             ["table", "student_variants", "fidelity", "faithfulness", "cost", "skipped_texts", "teacher_failures",
               "held_out_failures", "train_texts", "held_out_texts", "settings"], "report", name="student_report"),
     ]
     if plausibility:
@@ -54,8 +58,8 @@ def _student_nodes(task: str, plausibility: bool) -> list:
 
 
 def _settings_node():
-    return node(student_settings, ["params:amortize", "params:explained_layer", "params:compute"], SETTINGS,
-                name="parse_settings")
+    return node(student_settings, ["params:amortize", "params:explained_layer", "params:compute"],
+                [*SETTINGS, "teacher_deadline"], name="parse_settings")
 
 
 def student_template(task: str) -> Pipeline:
@@ -91,7 +95,6 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
                  parameters=PARAMETERS | {"crosstask", "seed"})
         for task in tasks
     ]
-    summary = node(amortize_summary, [f"student_{task}.{name}" for task in tasks
-                                      for name in ("fidelity", "faithfulness", "cost", "plausibility")],
-                   "amortize_summary", name="amortize_summary")
+    summary = node(amortize_summary, [f"student_{task}.table" for task in tasks], "amortize_summary",
+                   name="amortize_summary")
     return pipeline([*students, summary])

@@ -13,7 +13,8 @@ tests call alike:
    of `part_size` texts into a cache folder. Each part is written atomically under a name that fingerprints what it
    holds (the teacher and its settings, the classifier's weights, the texts' ids), so a killed run resumes where it
    stopped and never reuses a part computed for other inputs. A text the teacher fails on is listed with its error
-   and left out of the student's training.
+   and left out of the student's training. With `teacher_minutes`, an invocation starts no part past that many
+   minutes and stops with `TeacherUnfinished` (the parts kept): a long teacher runs as several invocations.
 3. `student.student_signals`: the classifier's signals for the same texts.
 4. `student.fit_student`: every student variant trained on the teacher's scores (a seeded validation slice of the
    texts for early stopping): the per-token networks over the signals, the encoder student over the texts' token
@@ -39,12 +40,12 @@ import torch
 from learned_attribution.core.models.architectures import architecture
 
 from .. import bundle as bundles
-from ..reporting.amortize import report_markdown
+from ..reporting.amortize import classifier_table, report_markdown
 from .examples import classifier_max_length, text_examples
 from .scores import evaluate_student
 from .settings import AmortizeSettings
 from .student import fit_student, student_signals
-from .teacher import teacher_attributions
+from .teacher import teacher_attributions, teacher_deadline
 
 logger = logging.getLogger(__name__)
 
@@ -85,14 +86,18 @@ def amortize(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str
     """Every step for one classifier and its unlabeled texts: split off the held-out texts, the teacher on the
     training texts (cached parts, resumable; on Dask with `dask`), the signals, the student, and its evaluation on
     the held-out texts against the reference teacher (`reference_factor` x the budget; with 0, the fidelity table
-    is skipped)."""
+    is skipped). With `settings.teacher_minutes`, the three teacher runs share that many minutes from the start of
+    this call and `teacher.TeacherUnfinished` is raised when they run out (the parts computed are kept: call again
+    to continue)."""
     architecture(classifier.model)  # an unsupported family stops here, before any work, naming the supported ones
+    deadline = teacher_deadline(settings.teacher_minutes)
     cache = Path(cache)
     train, held_out, skipped = text_examples(classifier, texts, ids, settings)
     max_length = classifier_max_length(classifier, settings)
     logger.info("amortize: %d training texts, %d held-out texts, %d skipped; teacher %s", len(train), len(held_out),
                 len(skipped), settings.teacher.describe())
-    parts = {"part_size": settings.part_size, "batch_size": settings.batch_size, "progress": progress}
+    parts = {"part_size": settings.part_size, "batch_size": settings.batch_size, "progress": progress,
+             "deadline": deadline}
     run = teacher_attributions(classifier, train, settings.teacher, cache / "train", dask=dask, **parts)
     held_teacher = teacher_attributions(classifier, held_out, settings.teacher, cache / "held_out", **parts)
     reference = (teacher_attributions(classifier, held_out, settings.teacher.at_budget(settings.reference_factor),
@@ -110,7 +115,10 @@ def amortize(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str
 
 def student_bundle(result: Amortized, settings: AmortizeSettings, classifier, title: str,
                    task: str | None = None) -> bundles.Bundle:
-    """A student's bundle: the student, its card, its tables and its report."""
+    """A student's bundle: the student, its card, its tables (`table.csv`: the one table of `classifier_table`) and
+    its report."""
+    table = classifier_table(result.fidelity, result.faithfulness, result.cost, task=task,
+                             counts=settings.top_k_tokens)
     return bundles.Bundle(card=student_card_for(settings, classifier, task), learned={bundles.STUDENT: result.student},
-                          tables={name: getattr(result, name) for name in TABLES},
-                          report=report_markdown(result, settings, title))
+                          tables={**{name: getattr(result, name) for name in TABLES}, "table": table},
+                          report=report_markdown(result, settings, title, table))

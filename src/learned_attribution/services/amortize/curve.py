@@ -32,7 +32,7 @@ def learning_curve(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teach
         scores, _ = scores_of(classifier, held_out, {"student": student_method(classifier, student, settings.layer)},
                               settings.batch_size)
         fidelity = fidelity_table({"student": scores}, reference_scores, settings.top_k_fractions, settings.n_boot,
-                                  settings.seed).iloc[0]
+                                  settings.seed, settings.top_k_tokens).iloc[0]
         selected = variants.iloc[0]
         rows.append({"fraction": fraction, "n_texts": n_texts, "variant": selected["variant"],
                      "train_spearman": selected["train_spearman"], "val_spearman": selected["val_spearman"],

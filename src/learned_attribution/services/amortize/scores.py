@@ -9,7 +9,7 @@ import pandas as pd
 
 from learned_attribution.core.explainers import build_method
 from learned_attribution.core.explainers.apply import explain_examples
-from learned_attribution.core.metrics.fidelity import example_spearmans, paired_scores, top_k_overlap
+from learned_attribution.core.metrics.fidelity import example_spearmans, paired_scores, top_k_agreement, top_k_overlap
 from learned_attribution.core.metrics.plausibility import bootstrap_ci
 from learned_attribution.core.models.signals import token_vocabulary
 from learned_attribution.core.tasks import FOLD_PREFIX
@@ -24,9 +24,11 @@ logger = logging.getLogger(__name__)
 
 
 def fidelity_table(candidates: dict[str, pd.DataFrame], reference: pd.DataFrame,
-                   fractions: Sequence[float] = (0.1, 0.2), n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+                   fractions: Sequence[float] = (0.1, 0.2), n_boot: int = 1000, seed: int = 0,
+                   counts: Sequence[int] = (5,)) -> pd.DataFrame:
     """Each candidate's token scores (example_id, scores) against the `reference`'s on the examples both have:
-    mean per-example Spearman and top-k overlap (k = each fraction of the tokens), with bootstrap 95% intervals."""
+    mean per-example Spearman, top-k overlap with k a share of the tokens (`top10`: each of `fractions`) and with k
+    a number of tokens (`top5_tokens`: each of `counts`, at most the text's tokens), with bootstrap 95% intervals."""
     rows = []
     for name, table in candidates.items():
         pairs = paired_scores(table, reference)
@@ -35,6 +37,8 @@ def fidelity_table(candidates: dict[str, pd.DataFrame], reference: pd.DataFrame,
             metrics = {"spearman": example_spearmans(pairs)}
             for fraction in fractions:
                 metrics[f"top{round(100 * fraction)}"] = np.array([top_k_overlap(a, b, fraction) for a, b in pairs])
+            for k in counts:
+                metrics[f"top{int(k)}_tokens"] = np.array([top_k_agreement(a, b, k) for a, b in pairs])
             for metric, values in metrics.items():
                 row[metric] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
                 row[f"{metric}_low"], row[f"{metric}_high"] = bootstrap_ci(values, n_boot, seed)
@@ -85,8 +89,8 @@ def evaluate_student(classifier, student, held_out: pd.DataFrame, teacher_scores
                        Timed(teacher_name, len(sample), teacher_seconds[teacher_name])], forward)
     by_method = {name: rows for name, rows in scores.groupby("method", sort=False)}
     candidates = {"student": by_method["student"], teacher_name: teacher_scores}
-    fidelity = (fidelity_table(candidates, reference_scores, settings.top_k_fractions, settings.n_boot, settings.seed)
-                if reference_scores is not None else pd.DataFrame())
+    fidelity = (fidelity_table(candidates, reference_scores, settings.top_k_fractions, settings.n_boot, settings.seed,
+                               settings.top_k_tokens) if reference_scores is not None else pd.DataFrame())
     faithful = faithfulness_table(classifier, held_out, {**candidates, "saliency": by_method["saliency"]},
                                   settings.faithfulness_fractions, 2 * settings.batch_size, settings.n_boot,
                                   settings.seed)

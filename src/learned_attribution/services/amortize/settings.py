@@ -61,8 +61,12 @@ class AmortizeSettings:
     rho: float = 0.2  # the top-k share of the words a student's (and its teacher's) rationale marks in `explain`
     faithfulness_fractions: tuple[float, ...] = (0.01, 0.05, 0.1, 0.2, 0.5)
     top_k_fractions: tuple[float, ...] = (0.1, 0.2)
+    top_k_tokens: tuple[int, ...] = (5,)  # fidelity's top-k agreement at k tokens (`top5_tokens`)
     n_boot: int = 1000
     seed: int = 0
+    # The teacher's wall-clock minutes per invocation (null: no limit): once spent, no further part is started, the
+    # parts computed are kept and the run stops with `TeacherUnfinished`; the same command run again continues.
+    teacher_minutes: float | None = None
 
     def __post_init__(self) -> None:
         # Training settings merge onto the defaults, so that a caller names only what it changes.
@@ -75,6 +79,12 @@ class AmortizeSettings:
             raise ValueError(f"parameter amortize.max_texts={self.max_texts!r}: must be null or an integer of 2 or more")
         if not 0 < self.rho <= 1:
             raise ValueError(f"parameter amortize.rho={self.rho!r}: must be in (0, 1]")
+        if self.teacher_minutes is not None and (isinstance(self.teacher_minutes, bool) or not isinstance(
+                self.teacher_minutes, (int, float)) or not self.teacher_minutes > 0):
+            raise ValueError(f"parameter amortize.teacher_minutes={self.teacher_minutes!r}: must be null or a "
+                             "positive number of minutes")
+        if any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in self.top_k_tokens):
+            raise ValueError(f"parameter amortize.top_k_tokens={list(self.top_k_tokens)!r}: must be positive integers")
         self.training_settings()
 
     def training_settings(self) -> TrainingSettings:

@@ -2,6 +2,8 @@
 table of docs/results.md and README."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import pandas as pd
 
 from .tables import interval_text, markdown_table, table_lines, with_intervals
@@ -12,21 +14,89 @@ STUDENT_COLUMNS = ["task (teacher texts, held-out texts)", "Spearman with the re
                    "saliency", ">= 0.9x teacher and > saliency", "throughput (x forward): student", "teacher",
                    "AUROC: student", "saliency", "ExpNet+"]
 
-def report_markdown(result, settings, title: str) -> str:
-    """The amortization's report: the student variants, fidelity, faithfulness and cost tables, with intervals."""
+# The one table of a classifier (`classifier_table`): its rows, and its columns besides the top-k agreements.
+TABLE_ROWS = ("student", "teacher", "saliency", "expnet_plus")  # "teacher": the row whose method starts with it
+TABLE_HEADERS = {"spearman": "Spearman with the reference", "ratio_to_forward": "throughput (x forward)",
+                 "auroc": "AUROC (rationale test set)"}
+
+
+def _intervals(metrics) -> list[str]:
+    return [c for m in metrics for c in (m, f"{m}_low", f"{m}_high")]
+
+
+def _by_method(table: pd.DataFrame | None, columns: list[str]) -> pd.DataFrame:
+    """`columns` of `table` (those it has) indexed by method, the first row of each method."""
+    if table is None or not len(table):
+        return pd.DataFrame(index=pd.Index([], name="method"))
+    table = table.assign(method=table["method"].astype(str)).drop_duplicates("method")
+    return table.set_index("method")[[c for c in columns if c in table.columns]]
+
+
+def classifier_table(fidelity: pd.DataFrame, faithfulness: pd.DataFrame, cost: pd.DataFrame,
+                     plausibility: pd.DataFrame | None = None, *, task: str | None,
+                     counts: Sequence[int] = (5,)) -> pd.DataFrame:
+    """One classifier's students table, tidy (one row per method, one column per measurement), on the held-out
+    texts: the student, its teacher at the training budget (its labels) and saliency, and ExpNet+ where the
+    rationale test set has it. Columns: Spearman and top-k agreement (`top5_tokens`: k tokens, each of `counts`)
+    with the reference teacher (`fidelity`), comprehensiveness and sufficiency AOPC (`faithfulness`), each with its
+    bootstrap 95% interval (`_low`, `_high`); throughput as a ratio to a forward pass (`cost`); and AUROC on the
+    rationale test set at the fold's matched budget, with its interval (`plausibility`; empty without one). A
+    measurement a method lacks is empty (NaN)."""
+    fidelity_metrics = ["spearman", *(f"top{int(k)}_tokens" for k in counts)]
+    columns = ["task", "method", *_intervals(fidelity_metrics), *_intervals(["comprehensiveness", "sufficiency"]),
+               "ratio_to_forward", *_intervals(["auroc"])]
+    plausible = None
+    if plausibility is not None and len(plausibility):
+        plausible = plausibility[(plausibility["subset"] == "all") & (plausibility["rule"] == "matched")]
+    parts = [_by_method(fidelity, _intervals(fidelity_metrics)),
+             _by_method(faithfulness, _intervals(["comprehensiveness", "sufficiency"])),
+             _by_method(cost, ["ratio_to_forward"]), _by_method(plausible, _intervals(["auroc"]))]
+    named = list(dict.fromkeys(m for part in parts for m in part.index))
+    rows = [next((m for m in named if m == row or (row == "teacher" and m.startswith("teacher"))), None)
+            for row in TABLE_ROWS]
+    table = pd.DataFrame(index=pd.Index([m for m in rows if m is not None], name="method"))
+    for part in parts:
+        table = table.join(part)
+    return table.reset_index().assign(task=task).reindex(columns=columns)
+
+
+def classifier_table_markdown(table: pd.DataFrame) -> str:
+    """`classifier_table` as Markdown: each measurement as `value [low, high]`, the throughput ratio beside."""
+    if not len(table):
+        return "(no rows)"
+    metrics = [c for c in table.columns if f"{c}_low" in table.columns]
+    shown = with_intervals(table, metrics, keys=("method",))
+    shown.insert(shown.columns.get_loc("auroc"), "ratio_to_forward", table["ratio_to_forward"])
+    headers = {c: TABLE_HEADERS.get(c, c.replace("top", "top-").replace("_tokens", " agreement"))
+               for c in shown.columns}
+    return markdown_table(shown.rename(columns=headers), digits=4)
+
+
+def report_markdown(result, settings, title: str, table: pd.DataFrame | None = None) -> str:
+    """The amortization's report: the classifier's one table (`table`, by default `classifier_table` of the
+    result's, without plausibility), then the student variants, fidelity, faithfulness and cost tables, with
+    intervals."""
     top = [f"top{round(100 * f)}" for f in settings.top_k_fractions]
+    tokens = [f"top{int(k)}_tokens" for k in settings.top_k_tokens]
     reference = settings.teacher.at_budget(settings.reference_factor).describe()
+    if table is None:
+        table = classifier_table(result.fidelity, result.faithfulness, result.cost, task=None,
+                                 counts=settings.top_k_tokens)
     lines = [f"# {title}", "",
              f"Teacher {settings.teacher.describe()} on {result.n_train} unlabeled training texts; {result.n_held_out} "
              f"held-out texts for everything below ({len(result.skipped)} texts skipped as too short, "
              f"{len(result.failures)} teacher failures). Intervals: bootstrap 95% over texts.", "",
+             f"## The student beside its labels (the teacher), saliency and the reference, {reference}", "",
+             "Fidelity to the reference (Spearman, top-k agreement), faithfulness (ERASER AOPC), throughput as a "
+             "multiple of a forward pass, and AUROC on the rationale test set where the classifier has one.", "",
+             classifier_table_markdown(table), "",
              "## Student variants (validation Spearman with the teacher's labels)", "",
              markdown_table(result.variants.round(4)), "",
              f"## Fidelity against the reference teacher, {reference}", "",
              "Per-text Spearman correlation and top-k overlap (k = 10% and 20% of the tokens). The teacher's row is "
              "its own agreement, at the training budget, with the reference: the student beats its labels where its "
              "row is higher.", "",
-             markdown_table(with_intervals(result.fidelity, ["spearman", *top])) if len(result.fidelity) else
+             markdown_table(with_intervals(result.fidelity, ["spearman", *top, *tokens])) if len(result.fidelity) else
              "(no reference: reference_factor 0)", "",
              "## Faithfulness (ERASER AOPC, predicted class)", "",
              markdown_table(with_intervals(result.faithfulness, ["comprehensiveness", "sufficiency"])), "",
@@ -36,25 +106,16 @@ def report_markdown(result, settings, title: str) -> str:
 
 
 def amortize_summary(*tables: pd.DataFrame) -> str:
-    """data/08_reporting/amortize.md: per task classifier, fidelity, faithfulness, cost and plausibility (the tables
-    come in groups of four, task by task)."""
+    """data/08_reporting/amortize.md: one table per task classifier (`classifier_table`, task by task)."""
     lines = ["# Amortized students", "",
-             "Per task classifier: a student trained on the teacher's attributions of the task's unlabeled training "
-             "texts, scored on further held-out texts (fidelity to a reference teacher at reference_factor x the "
-             "budget, ERASER faithfulness, throughput) and on the rationale test set (plausibility, beside the "
-             "fold's rows). Intervals: bootstrap 95%.", ""]
-    for start in range(0, len(tables), 4):
-        fidelity, faithfulness, cost, plausibility = tables[start:start + 4]
-        task = plausibility["held_out_task"].iloc[0]
-        lines += [f"## {task}", ""]
-        for title, table, metrics in (("Fidelity", fidelity, ("spearman", "top10", "top20")),
-                                      ("Faithfulness", faithfulness, ("comprehensiveness", "sufficiency"))):
-            if len(table):
-                lines += [f"### {title}", "", markdown_table(with_intervals(table, metrics)), ""]
-        lines += ["### Cost", "", markdown_table(cost.round(4)), ""]
-        rows = plausibility[(plausibility["subset"] == "all") & (plausibility["rule"] == "matched")]
-        lines += ["### Plausibility (rationale test set, matched budget)", "",
-                  markdown_table(with_intervals(rows, ("auroc", "f1"))), ""]
+             "Per task classifier, one table: its student, trained on the teacher's attributions of the task's "
+             "unlabeled training texts, beside its labels (the teacher at the training budget) and saliency, on the "
+             "same held-out texts: Spearman and top-k agreement with the reference teacher (reference_factor x the "
+             "budget, another draw), ERASER comprehensiveness and sufficiency, throughput as a multiple of a forward "
+             "pass, and AUROC on the rationale test set (matched budget, beside ExpNet+). Intervals: bootstrap 95%.",
+             ""]
+    for table in tables:
+        lines += [f"## {table['task'].iloc[0]}", "", classifier_table_markdown(table), ""]
     return "\n".join(lines)
 
 
