@@ -34,7 +34,7 @@ def test_the_refit_is_written_as_a_fold_and_moves_only_expnet_plus(tiny_models_d
     file = rationale_file(tmp_path / "mine.jsonl", 12)
     prior = FoldExplainer.from_fold("heldout_sst2", models_dir=tiny_models_dir)
     refit = fit_rationales("heldout_sst2", file, tmp_path / "mine_fold", models_dir=tiny_models_dir,
-                           settings=FewShotSettings(steps=100, prior_weight=0.0), test_check=False)
+                           settings=FewShotSettings(steps=100, step_scale=5.0, prior_weight=0.0), test_check=False)
     assert refit.card["fewshot"]["n_examples"] == 12 and refit.card["held_out_task"] == "sst2"
     # no choice stored in the fold's folder: the fold's own ExpNet+, the schedule given; no test check ran
     assert {key: refit.card["fewshot"][key] for key in ("k", "prior", "schedule_given", "test_check")} == \

@@ -62,12 +62,12 @@ def test_k_zero_is_the_folds_explainer_and_every_k_has_its_draws(fewshot_run):
     page = (fewshot_run / "fewshot.md").read_text()
     assert all(f"## {fold}" in page for fold in FOLDS) and "Best baseline:" in page
     assert (fewshot_run / "fewshot.png").stat().st_size > 10_000
-    # each fold chose its schedule among the two smoke candidates, on both directions of its training tasks
-    schedules = pd.read_csv(fewshot_run / "fewshot_schedules.csv")
-    assert list(schedules["fold"].drop_duplicates()) == list(FOLDS)
-    assert (schedules.groupby(["fold", "k"])["chosen"].sum() == 1).all() and set(schedules["k"]) == {8}
-    assert (schedules["refits"] == 2).all()
-    assert "## The refit's prior and schedule, chosen on the training tasks" in page
+    # each fold chose its prior among the two smoke candidates, on both directions of its training tasks
+    priors = pd.read_csv(fewshot_run / "fewshot_priors.csv")
+    assert list(priors["fold"].drop_duplicates()) == list(FOLDS) and set(priors["k"]) == {8}
+    assert (priors.groupby(["fold", "k"])["chosen"].sum() == 1).all() and (priors.groupby("fold").size() == 2).all()
+    assert (priors["refits"] == 2).all()
+    assert "## The refit's prior, chosen on the training tasks" in page
 
 
 def test_the_results_document_and_readme_carry_the_curve(fewshot_run, tmp_path):

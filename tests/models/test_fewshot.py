@@ -3,6 +3,7 @@ prior is kept at k = 0 and never changed, one step is one Adam step, a strong pu
 examples teach what the training tasks could not, the schedule chosen on the training tasks is the one that learns
 there, the test examples are never drawn, and the summary counts the draws whose interval is apart from the best
 baseline's."""
+import copy
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +12,13 @@ import pytest
 import torch
 import yaml
 
-from learned_attribution.core.models.learned import Variant, fit_variant, validation_auroc
+from learned_attribution.core.models.learned import (TransformedRows, Variant, fit_variant, score_examples,
+                                                    transformed_rows, validation_auroc)
 from learned_attribution.core.models.learned.fewshot import FewShotSettings, fine_tune
 from learned_attribution.core.models.signals import FEATURE_SETS, columns_for
 from learned_attribution.services.evaluation.fewshot import (FOLD_PRIOR, Refit, annotated_pool, choose_refits,
-                                                             curve_summary, draw, fewshot_settings, fit_priors,
-                                                             schedule_summary)
+                                                             curve_summary, describe, draw, fewshot_settings,
+                                                             fit_priors, prior_summary)
 
 import synthetic_signals  # tests/models/synthetic_signals.py
 
@@ -97,21 +99,23 @@ def test_settings_refuse_what_they_cannot_do(prior):
         fine_tune(prior, target(4, 1).drop(columns="token_label"))
     schedule = {"steps": 10, "batch_size": 4, "step_scale": 1.0, "prior_weight": 1.0}
     good = {"ks": [0, 8], "repeats": 2, "pool_roles": ["rationale_train"], "priors": ["net"],
-            "schedules": [schedule], "choice_repeats": 1}
+            "schedule": schedule, "choice_repeats": 1}
     parsed = fewshot_settings(good, seed=3, catalogue=CATALOGUE)
-    assert parsed.ks == (0, 8) and parsed.schedules[0].seed == 3 and parsed.schedules[0].steps == 10
+    assert parsed.ks == (0, 8) and parsed.schedule.seed == 3 and parsed.schedule.steps == 10
     assert parsed.choice_repeats == 1
     assert parsed.priors == (Variant("net", objective="pairwise", feature_sets=("saliency",)),)
     with pytest.raises(ValueError, match=r"fewshot.priors names unknown variants \['nope'\]"):
         fewshot_settings({**good, "priors": ["nope"]}, seed=0, catalogue=CATALOGUE)
     with pytest.raises(ValueError, match="fewshot.ks"):
         fewshot_settings({**good, "ks": [8, -1]}, seed=0, catalogue=CATALOGUE)
-    with pytest.raises(ValueError, match=r"fewshot.schedules\[1\].steps"):
-        fewshot_settings({**good, "schedules": [schedule, {**schedule, "steps": 0}]}, seed=0, catalogue=CATALOGUE)
-    with pytest.raises(ValueError, match=r"fewshot.schedules\[0\]: few-shot setting prior_weight"):
-        fewshot_settings({**good, "schedules": [{**schedule, "prior_weight": -1}]}, seed=0, catalogue=CATALOGUE)
-    with pytest.raises(ValueError, match="fewshot.schedules"):
-        fewshot_settings({**good, "schedules": []}, seed=0, catalogue=CATALOGUE)
+    with pytest.raises(ValueError, match=r"fewshot.schedule.steps"):
+        fewshot_settings({**good, "schedule": {**schedule, "steps": 0}}, seed=0, catalogue=CATALOGUE)
+    with pytest.raises(ValueError, match=r"fewshot.schedule: few-shot setting prior_weight"):
+        fewshot_settings({**good, "schedule": {**schedule, "prior_weight": -1}}, seed=0, catalogue=CATALOGUE)
+    with pytest.raises(ValueError, match="parameter fewshot.schedule must be a mapping"):
+        fewshot_settings({**good, "schedule": [schedule]}, seed=0, catalogue=CATALOGUE)
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) fewshot.schedules"):
+        fewshot_settings({**good, "schedules": [schedule]}, seed=0, catalogue=CATALOGUE)
     with pytest.raises(ValueError, match="fewshot.choice_repeats"):
         fewshot_settings({**good, "choice_repeats": 0}, seed=0, catalogue=CATALOGUE)
     with pytest.raises(ValueError, match="fewshot.repeat"):
@@ -130,49 +134,45 @@ def training_task(task: str, informative: int) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def test_the_prior_and_schedule_are_chosen_per_k_on_the_training_tasks_known_in_advance(training_settings):
-    # Each training task's rationale is in its own column: a prior fitted on one misses the other's, so the
-    # schedule that lets the other's examples move it validates best on both directions; a stack of the position
-    # columns (noise here) cannot learn either, so the fold's own prior wins. At a k beyond the pool every example
-    # is drawn.
+def test_the_prior_is_chosen_per_k_on_the_training_tasks_known_in_advance(training_settings):
+    # Each training task's rationale is in its own column: a prior fitted on one misses the other's, and a refit on
+    # the other's examples learns it, on both directions; a stack of the position columns (noise here) cannot learn
+    # either, so the fold's own prior wins at every k. At a k beyond the pool every example is drawn.
     tasks = [training_task("a", informative=0), training_task("b", informative=2)]
-    strong = {"steps": 60, "batch_size": 16, "step_scale": 10.0, "prior_weight": 1e5}
+    schedule = {"steps": 60, "batch_size": 16, "step_scale": 10.0, "prior_weight": 0.01}
     settings = fewshot_settings({"ks": [0, 16, 1000], "repeats": 1, "pool_roles": ["rationale_train"],
-                                 "priors": ["blind_stack"],
-                                 "schedules": [strong, {**strong, "prior_weight": 0.01}], "choice_repeats": 2},
+                                 "priors": ["blind_stack"], "schedule": schedule, "choice_repeats": 2},
                                 seed=0, catalogue=CATALOGUE)
     fit = training_settings(hidden=8, max_epochs=6, patience=3, batch_size=16, learning_rate=1e-2, seeds=1)
     fold_model = fit_variant(VARIANT, tasks[0], tasks[0], columns=COLUMNS, rho=0.3, settings=fit)
     chosen, table = choose_refits(fold_model, tasks, 0.3, settings, fit, fold="heldout_c")
-    assert {k: (r.prior, r.schedule) for k, r in chosen.items()} == {16: (FOLD_PRIOR, settings.schedules[1]),
-                                                                    1000: (FOLD_PRIOR, settings.schedules[1])}
+    assert {k: (r.prior, r.schedule) for k, r in chosen.items()} == {16: (FOLD_PRIOR, settings.schedule),
+                                                                    1000: (FOLD_PRIOR, settings.schedule)}
     assert set(table["direction"]) == {"b->a", "a->b"} and (table["fold"] == "heldout_c").all()
-    # per direction and prior: the prior itself, then 2 ks x 2 draws x 2 schedules
-    assert len(table) == 2 * 2 * (1 + 2 * 2 * 2) and set(table["variant"]) == {"x", "blind_stack"}
+    # per direction and prior: the prior itself, then 2 ks x 2 draws
+    assert len(table) == 2 * 2 * (1 + 2 * 2) and set(table["variant"]) == {"x", "blind_stack"}
     assert set(table.loc[table["k"] == 1000, "n_train_examples"]) == {40}
-    summary = schedule_summary(table).set_index(["k", "prior", "candidate"])
-    assert summary["chosen"].sum() == 2 and summary.at[(16, FOLD_PRIOR, 1), "chosen"]
-    assert (summary["refits"] == 4).all()
-    # the strong pull keeps each prior (its mean is the priors' mean); the weak one learns the other column
-    assert summary.at[(16, FOLD_PRIOR, 0), "val_auroc"] == pytest.approx(
-        summary.at[(16, FOLD_PRIOR, 0), "prior_val_auroc"], abs=0.02)
-    assert summary.at[(16, FOLD_PRIOR, 1), "val_auroc"] > summary.at[(16, FOLD_PRIOR, 0), "val_auroc"] + 0.1
-    assert summary.at[(16, "blind_stack", 1), "val_auroc"] < 0.6
+    summary = prior_summary(table).set_index(["k", "prior"])
+    assert summary["chosen"].sum() == 2 and summary.at[(16, FOLD_PRIOR), "chosen"]
+    assert (summary["refits"] == 4).all() and set(summary["schedule"]) == {describe(settings.schedule)}
+    # the refit learns the other task's column: well above the prior itself; the blind stack learns nothing
+    assert summary.at[(16, FOLD_PRIOR), "val_auroc"] > summary.at[(16, FOLD_PRIOR), "prior_val_auroc"] + 0.1
+    assert summary.at[(16, "blind_stack"), "val_auroc"] < 0.6
 
 
 def test_only_the_chosen_priors_are_fitted_cross_task_for_the_held_out_classifier(training_settings):
     tasks = [training_task("a", informative=0), training_task("b", informative=2)]
     held_out = training_task("c", informative=1)
     settings = fewshot_settings({"ks": [0, 8], "repeats": 1, "pool_roles": ["rationale_train"],
-                                 "priors": ["blind_stack"], "schedules": [{"steps": 5, "batch_size": 4,
-                                                                           "step_scale": 1.0, "prior_weight": 1}],
+                                 "priors": ["blind_stack"], "schedule": {"steps": 5, "batch_size": 4,
+                                                                         "step_scale": 1.0, "prior_weight": 1},
                                  "choice_repeats": 1}, seed=0, catalogue=CATALOGUE)
     fit = training_settings(hidden=8, max_epochs=3, patience=2, batch_size=16, learning_rate=1e-2, seeds=1)
     fold_model = fit_variant(VARIANT, tasks[0], tasks[0], columns=COLUMNS, rho=0.3, settings=fit)
     fold_model.threshold, fold_model.context = 0.4, {"fold": "heldout_c", "variant": "x"}
-    own = fit_priors(fold_model, {8: Refit(FOLD_PRIOR, settings.schedules[0])}, tasks, held_out, 0.3, settings, fit)
+    own = fit_priors(fold_model, {8: Refit(FOLD_PRIOR, settings.schedule)}, tasks, held_out, 0.3, settings, fit)
     assert own == {FOLD_PRIOR: fold_model}
-    both = fit_priors(fold_model, {8: Refit("blind_stack", settings.schedules[0])}, tasks, held_out, 0.3, settings,
+    both = fit_priors(fold_model, {8: Refit("blind_stack", settings.schedule)}, tasks, held_out, 0.3, settings,
                       fit)
     stack = both["blind_stack"]
     assert both[FOLD_PRIOR] is fold_model and stack.variant == settings.priors[0]
@@ -221,12 +221,12 @@ def test_the_summary_counts_the_draws_apart_from_the_best_baseline():
     assert summary.at[8, "saliency_auroc_incorrect"] == pytest.approx(0.61)
 
 
-def test_the_apis_default_is_one_of_the_pipelines_schedules():
+def test_the_apis_default_is_the_pipelines_schedule():
     root = Path(__file__).resolve().parents[2]
     declared = yaml.safe_load((root / "conf/base/parameters_fewshot.yml").read_text())
     catalogue = yaml.safe_load((root / "conf/base/parameters_expnet_plus_variants.yml").read_text())
     parsed = fewshot_settings(declared["fewshot"], seed=0, catalogue=catalogue["expnet_plus_variants"])
-    assert FewShotSettings() in parsed.schedules
+    assert parsed.schedule == FewShotSettings()
     assert parsed.ks == (0, 8, 32, 128, 512) and parsed.pool_roles == ("rationale_train", "rationale_val")
 
 
@@ -260,8 +260,10 @@ def test_each_metric_is_compared_with_the_best_baseline_by_that_metric():
     assert summary.at[8, "baseline_auroc"] == 0.72 and summary.at[8, "baseline_f1_matched"] == 0.48
     assert summary.at[8, "auroc_draws_apart"] == 1 and summary.at[8, "f1_matched_draws_apart"] == 0
     page = fewshot_page(summary.reset_index(), pd.DataFrame(
-        [{"fold": "heldout_x", "k": 8, "prior": "fold", "variant": "stack", "candidate": 0, "schedule": "s",
-          "val_auroc": 0.6, "chosen": True, "prior_val_auroc": 0.6}]))
+        [{"fold": "heldout_x", "k": 8, "prior": "fold", "variant": "stack", "schedule": "steps=3", "refits": 2,
+          "n_train_examples": 8, "val_auroc": 0.65, "val_auroc_min": 0.61, "chosen": True, "prior_val_auroc": 0.6}]))
+    assert "Every refit takes the one schedule: steps=3." in page
+    assert "| heldout_x | 8 | stack | 0.650 (lowest 0.610) | 0.600 | yes |" in page
     assert ("Best baseline: by AUROC saliency, AUROC 0.720 [0.700, 0.740]; by matched F1 attention_x_gradient, "
             "matched F1 0.480 [0.460, 0.500]. At no k is every draw above saliency in AUROC and above "
             "attention_x_gradient in matched F1 with intervals apart.") in page
@@ -293,3 +295,33 @@ def test_the_stored_choice_takes_the_nearest_k_below_and_keeps_its_priors(prior,
     assert bundles.read_fewshot_choice(tmp_path / "none") is None
     with pytest.raises(ValueError, match=r"no fitted prior for \['net'\]"):
         FewShotChoice("heldout_c", {32: ChosenRefit("net", "net", free)})
+
+
+@pytest.mark.parametrize("recipe", [VARIANT, Variant("ranked", objective="pairwise", network="simplex"),
+                                    Variant("anchored", objective="pairwise", example_z=True, anchor="signal_0")],
+                         ids=lambda v: v.name)
+def test_a_priors_rows_transformed_once_give_its_refits_and_scores_exactly(recipe, training_settings):
+    # The draws of one prior share the pass through its input pipeline: a refit on a subset of the rows transformed
+    # once, and its scores on them, are those of the rows themselves, bit for bit, also where the pipeline reads
+    # whole examples (within-example ranks, z-scores, an anchor).
+    train, val = synthetic_task("a", 30, 1, informative=0), synthetic_task("a", 10, 2, informative=0)
+    settings = training_settings(hidden=8, max_epochs=2, patience=2, batch_size=16, learning_rate=1e-2, seeds=2)
+    prior = fit_variant(recipe, train, val, columns=COLUMNS, rho=0.3, settings=settings)
+    rows = target(12, 7)
+    shared = transformed_rows(prior, rows)
+    ids = sorted(pd.unique(rows["example_id"]))[2:9]
+    schedule = FewShotSettings(steps=15, batch_size=4, step_scale=10.0, prior_weight=0.1)
+    own = fine_tune(prior, rows[rows["example_id"].isin(ids)], schedule)
+    from_shared = fine_tune(prior, shared.of_examples(ids), schedule)
+    assert all(torch.equal(a, b) for a, b in zip(own.net.parameters(), from_shared.net.parameters()))
+    for member in (None, 1):
+        direct, once = score_examples(own, rows, member), score_examples(own, shared, member)
+        assert list(direct["example_id"]) == list(once["example_id"])
+        assert all(np.array_equal(a, b) for a, b in zip(direct["scores"], once["scores"]))
+    assert validation_auroc(own, rows) == validation_auroc(own, shared)
+    other = TransformedRows(copy.deepcopy(prior.inputs), shared.example_ids, shared.inputs, shared.offsets,
+                            shared.labels)
+    with pytest.raises(ValueError, match="another input pipeline"):
+        fine_tune(prior, other, schedule)
+    with pytest.raises(ValueError, match="another input pipeline"):
+        score_examples(prior, other)

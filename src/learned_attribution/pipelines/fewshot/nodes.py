@@ -20,8 +20,8 @@ from learned_attribution.services.evaluation.fewshot import FewShotCurveSettings
 def fewshot_settings(crosstask: dict[str, Any], variants: dict[str, Any], values: dict[str, Any], layer: int,
                      seed: int, compute: dict[str, Any]
                      ) -> tuple[ScoringSettings, FewShotCurveSettings, TrainingSettings, ComputeSettings]:
-    """The folds' scoring protocol, the `fewshot` block (ks, draws, candidate priors from the variant catalogue,
-    candidate schedules), the folds' ExpNet+ training loop (for the priors) and where the torch work runs, parsed
+    """The folds' scoring protocol, the `fewshot` block (ks, draws, candidate priors from the variant catalogue, the
+    refit's schedule), the folds' ExpNet+ training loop (for the priors) and where the torch work runs, parsed
     before any work."""
     parsed = compute_settings(compute)
     return (scoring_settings(crosstask, layer, seed, parsed), fewshot.fewshot_settings(values, seed, variants),
@@ -31,8 +31,8 @@ def fewshot_settings(crosstask: dict[str, Any], variants: dict[str, Any], values
 def choose_refits(fold_bundle: bundles.Bundle, settings: FewShotCurveSettings, training_settings: TrainingSettings,
                   compute: ComputeSettings, *training_signals: Parts, fold: str
                   ) -> tuple[dict[int, Refit], pd.DataFrame]:
-    """The fold's prior and refit schedule for every k, chosen among the candidates on its training tasks (the
-    held-out task is not an input)."""
+    """The fold's prior for every k, chosen among the candidates on its training tasks (the held-out task is not an
+    input), and the table of every refit that chose it."""
     return fewshot.choose_refits(fold_bundle.learned["expnet_plus"], [token_table(p) for p in training_signals],
                                  float(fold_bundle.card["rho"]), settings, training_settings, compute.device,
                                  fold=fold)

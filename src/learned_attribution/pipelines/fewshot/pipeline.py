@@ -31,7 +31,7 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
                                      "params:explained_layer", "params:seed", "params:compute"],
                   ["scoring", "settings", "training", "compute_settings"], name="parse_settings"),
              node(bind(choose_refits, fold=f"{FOLD_PREFIX}{task}"),
-                  [bundle, "settings", "training", "compute_settings", *train_signals], ["refits", "schedule_choice"],
+                  [bundle, "settings", "training", "compute_settings", *train_signals], ["refits", "prior_choice"],
                   name="choose_refits"),
              node(fit_priors, [bundle, "refits", signals, "settings", "training", "compute_settings", *train_signals],
                   "priors", name="fit_priors"),
@@ -42,9 +42,9 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
                    "compute_settings"], "curve", name="fewshot_curve")],
             namespace=f"fewshot_{task}", inputs={bundle, signals, predictions, metrics, classifier, *train_signals},
             parameters=PARAMETERS))
-    # the folds' curves, then their schedule choices, in the same fold order
+    # the folds' curves, then their prior choices, in the same fold order
     report = node(fewshot_report, [*(f"fewshot_{task}.curve" for task in tasks),
-                                   *(f"fewshot_{task}.schedule_choice" for task in tasks)],
-                  ["fewshot_curves", "fewshot_summary", "fewshot_schedules", "fewshot_page", "fewshot_plot"],
+                                   *(f"fewshot_{task}.prior_choice" for task in tasks)],
+                  ["fewshot_curves", "fewshot_summary", "fewshot_priors", "fewshot_page", "fewshot_plot"],
                   name="fewshot_report")
     return pipeline([*folds, report])

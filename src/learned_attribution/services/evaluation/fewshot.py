@@ -5,14 +5,14 @@ and every refit is scored on the fold's held-out rationale test set exactly as t
 fold's best baselines (by AUROC and by matched F1: each metric is compared with the best by that metric) and
 saliency. The test examples are never drawn: a pool that holds one is refused by id.
 
-What is refit at each k, the prior (the fold's own ExpNet+ or a candidate catalogue variant fitted cross-task) and
-the schedule (steps, step size, the prior's weight), is chosen per fold among declared candidates without the
-held-out task, the way the fold chose its variant: for each training task V, each prior's variant is fitted on the
-other training tasks (as the fold's explainer is fitted without the held-out task), refit on k of V's annotated
-training examples with each candidate schedule, and scored on V's rationale validation examples; the best mean over
-tasks and draws is the fold's pair at that k (ties to the fold's own prior, then the earlier schedule). The choice
-and the priors it needs are stored in the fold's folder (`stored_choice`), where a user's refit reads them
-(`services/explain.fit_rationales`)."""
+What is refit at each k is the prior (the fold's own ExpNet+ or a candidate catalogue variant fitted cross-task),
+chosen per fold without the held-out task, the way the fold chose its variant: for each training task V, each
+prior's variant is fitted on the other training tasks (as the fold's explainer is fitted without the held-out task),
+refit on k of V's annotated training examples with the one schedule (`fewshot.schedule`), and scored on V's rationale
+validation examples; the best mean over tasks and draws is the fold's prior at that k (ties to the fold's own). The
+choice and the priors it needs are stored in the fold's folder (`stored_choice`), where a user's refit reads them
+(`services/explain.fit_rationales`). The draws of a prior share its input pipeline's pass over their rows
+(`transformed_rows`): each row set is transformed once per prior, not once per refit."""
 from __future__ import annotations
 
 import logging
@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from learned_attribution.core.models.learned import LearnedModel, TrainingSettings, Variant, validation_auroc
+from learned_attribution.core.models.learned import (LearnedModel, TrainingSettings, TransformedRows, Variant,
+                                                    transformed_rows, validation_auroc)
 from learned_attribution.core.models.learned.fewshot import (FOLD_PRIOR, ChosenRefit, FewShotChoice,
                                                              FewShotSettings, fine_tune)
 from learned_attribution.core.models.loading import TrainedClassifier
@@ -37,7 +38,7 @@ from .protocol import (as_learned_row, learned_rationale_scores, matched_baselin
 
 logger = logging.getLogger(__name__)
 
-FEWSHOT_KEYS = ("ks", "repeats", "pool_roles", "priors", "schedules", "choice_repeats")
+FEWSHOT_KEYS = ("ks", "repeats", "pool_roles", "priors", "schedule", "choice_repeats")
 FIT_KEYS = ("steps", "batch_size", "step_scale", "prior_weight")
 REFERENCE_METHODS = ("saliency",)  # beside the fold's best baselines
 BEST_BASELINE, BEST_BASELINE_F1 = "best baseline", "best baseline (F1)"  # the best by AUROC, by matched F1
@@ -50,14 +51,14 @@ CURVE_COLUMNS = ["fold", "method", "role", "k", "repeat", "prior", "n_train_exam
 class FewShotCurveSettings:
     """`fewshot`: the numbers of annotated examples (`ks`, 0 = the cross-task explainer itself), the seeded draws
     per k, the held-out task's roles the examples are drawn from, the catalogue variants that are candidate priors
-    beside the fold's own ExpNet+ (each fitted cross-task on the fold's training tasks), the refit's candidate
-    schedules, and the draws per training task and k on which a fold compares them (`choose_refits`)."""
+    beside the fold's own ExpNet+ (each fitted cross-task on the fold's training tasks), the refit's schedule, and the
+    draws per training task and k on which a fold compares the priors (`choose_refits`)."""
 
     ks: tuple[int, ...]
     repeats: int
     pool_roles: tuple[str, ...]
     priors: tuple[Variant, ...]
-    schedules: tuple[FewShotSettings, ...]
+    schedule: FewShotSettings
     choice_repeats: int
 
 
@@ -83,25 +84,19 @@ def fewshot_settings(values: Mapping[str, Any] | None, seed: int, catalogue: Map
     if unknown:
         raise ValueError(f"parameter fewshot.priors names unknown variants {unknown}; the catalogue "
                          f"expnet_plus_variants defines {sorted(catalogue)}")
-    declared = values["schedules"]
-    if not isinstance(declared, list | tuple) or not declared:
-        raise ValueError(f"parameter fewshot.schedules={declared!r} must be a non-empty list of schedules")
-    schedules = []
-    for i, candidate in enumerate(declared):
-        fit = block(candidate, f"fewshot.schedules[{i}]", FIT_KEYS)
-        try:
-            schedules.append(FewShotSettings(
-                steps=positive_int(fit["steps"], f"fewshot.schedules[{i}].steps"),
-                batch_size=positive_int(fit["batch_size"], f"fewshot.schedules[{i}].batch_size"),
-                step_scale=float(fit["step_scale"]),
-                prior_weight=float(fit["prior_weight"]), seed=seed))
-        except ValueError as error:
-            raise ValueError(f"parameter fewshot.schedules[{i}]: {error}") from None
+    fit = block(values["schedule"], "fewshot.schedule", FIT_KEYS)
+    try:
+        schedule = FewShotSettings(steps=positive_int(fit["steps"], "fewshot.schedule.steps"),
+                                   batch_size=positive_int(fit["batch_size"], "fewshot.schedule.batch_size"),
+                                   step_scale=float(fit["step_scale"]), prior_weight=float(fit["prior_weight"]),
+                                   seed=seed)
+    except ValueError as error:
+        raise ValueError(f"parameter fewshot.schedule: {error}") from None
     return FewShotCurveSettings(ks=tuple(sorted(set(ks))), repeats=positive_int(values["repeats"], "fewshot.repeats"),
                                 pool_roles=tuple(values["pool_roles"]),
                                 priors=tuple(variant(name, catalogue[name], f"expnet_plus_variants.{name}")
                                              for name in names),
-                                schedules=tuple(schedules),
+                                schedule=schedule,
                                 choice_repeats=positive_int(values["choice_repeats"], "fewshot.choice_repeats"))
 
 
@@ -123,13 +118,13 @@ def candidate_priors(model: LearnedModel, settings: FewShotCurveSettings, first:
 def choose_refits(model: LearnedModel, training: Sequence[pd.DataFrame], rho: float, settings: FewShotCurveSettings,
                   training_settings: TrainingSettings, device: torch.device | str = "cpu", *, fold: str
                   ) -> tuple[dict[int, Refit], pd.DataFrame]:
-    """The fold's prior and refit schedule for every k > 0 of `settings.ks`, chosen on its training tasks' signal
-    tables (`training`; the held-out task is not an argument): for each training task V and candidate prior
-    (`candidate_priors`), the prior's variant fitted on the other training tasks for V's classifier, refit on k of
-    V's annotated rationale_train examples (`choice_repeats` seeded draws; all of them where V has fewer, counted in
-    `n_train_examples`) with every candidate schedule, and scored on V's rationale validation examples (every one
-    with a rationale, mispredicted ones too). Returns per k the pair with the best mean AUROC (ties to the earlier
-    prior, then schedule), and the table of every refit, with the priors' own scores as k = 0 rows."""
+    """The fold's prior for every k > 0 of `settings.ks` (refit with `settings.schedule`), chosen on its training
+    tasks' signal tables (`training`; the held-out task is not an argument): for each training task V and candidate
+    prior (`candidate_priors`), the prior's variant fitted on the other training tasks for V's classifier, refit on k
+    of V's annotated rationale_train examples (`choice_repeats` seeded draws; all of them where V has fewer, counted
+    in `n_train_examples`), and scored on V's rationale validation examples (every one with a rationale, mispredicted
+    ones too). Returns per k the prior with the best mean AUROC (ties to the earlier prior, the fold's own first), and
+    the table of every refit, with the priors' own scores as k = 0 rows."""
     parts = [signal_tables(table) for table in training]
     check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
     tables = {p["unlabeled"]["task"].iloc[0]: p | {"pool": rationale_tokens(table, "rationale_train")}
@@ -137,6 +132,7 @@ def choose_refits(model: LearnedModel, training: Sequence[pd.DataFrame], rho: fl
     unlabeled = {task: p["unlabeled"] for task, p in tables.items()}
     priors = candidate_priors(model, settings, training[0])
     ks = [k for k in settings.ks if k > 0]
+    schedule = settings.schedule
     rows = []
     for task, part in tables.items():
         sources = [t for t in tables if t != task]
@@ -145,30 +141,29 @@ def choose_refits(model: LearnedModel, training: Sequence[pd.DataFrame], rho: fl
         for name, (prior_variant, columns) in priors.items():
             prior = fit_cross_task(prior_variant, [tables[t] for t in sources], unlabeled[task], unlabeled, columns,
                                    rho, training_settings, device)
-            common = {"direction": direction, "prior": name, "variant": prior_variant.name}
-            rows.append({**common, "k": 0, "candidate": -1, "schedule": "prior", "repeat": 0, "n_train_examples": 0,
-                         "val_auroc": validation_auroc(prior, part["val_all"])})
+            # every refit of this prior reads its pool and validation rows through the prior's pipeline: once
+            pool, validation = transformed_rows(prior, part["pool"]), transformed_rows(prior, part["val_all"])
+            common = {"direction": direction, "prior": name, "variant": prior_variant.name,
+                      "schedule": describe(schedule)}
+            rows.append({**common, "k": 0, "repeat": 0, "n_train_examples": 0,
+                         "val_auroc": validation_auroc(prior, validation)})
             for k in ks:
                 for repeat in range(settings.choice_repeats):
-                    ids = draw(pool_ids, min(k, len(pool_ids)), repeat, settings.schedules[0].seed)
-                    shots = part["pool"][part["pool"]["example_id"].isin(set(ids))]
-                    for index, schedule in enumerate(settings.schedules):
-                        tuned = fine_tune(prior, shots, replace(schedule, seed=schedule.seed + repeat))
-                        rows.append({**common, "k": k, "candidate": index, "schedule": describe(schedule),
-                                     "repeat": repeat, "n_train_examples": len(ids),
-                                     "val_auroc": validation_auroc(tuned, part["val_all"])})
+                    ids = draw(pool_ids, min(k, len(pool_ids)), repeat, schedule.seed)
+                    tuned = fine_tune(prior, pool.of_examples(ids), replace(schedule, seed=schedule.seed + repeat))
+                    rows.append({**common, "k": k, "repeat": repeat, "n_train_examples": len(ids),
+                                 "val_auroc": validation_auroc(tuned, validation)})
     table = pd.DataFrame(rows)
     table.insert(0, "fold", fold)
-    # in the order of first appearance: the fold's prior first, the schedules in their order
-    means = table[table["k"] > 0].groupby(["k", "prior", "candidate"], sort=False)["val_auroc"].mean().reset_index()
-    best = means.loc[means.groupby("k", sort=True)["val_auroc"].idxmax()]  # the first of a tie: the earlier pair
-    chosen = {int(r.k): (r.prior, int(r.candidate)) for r in best.itertuples()}
-    table["chosen"] = [k > 0 and chosen[k] == (prior, c)
-                       for k, prior, c in zip(table["k"], table["prior"], table["candidate"])]
+    # in the order of first appearance: the fold's own prior first
+    means = table[table["k"] > 0].groupby(["k", "prior"], sort=False)["val_auroc"].mean().reset_index()
+    best = means.loc[means.groupby("k", sort=True)["val_auroc"].idxmax()]  # the first of a tie: the earlier prior
+    chosen = {int(r.k): r.prior for r in best.itertuples()}
+    table["chosen"] = [k > 0 and chosen[k] == prior for k, prior in zip(table["k"], table["prior"])]
     for r in best.itertuples():
-        logger.info("%s: few-shot k=%d: prior %s, schedule %s (mean validation AUROC %.4f over the training tasks)",
-                    fold, r.k, priors[r.prior][0].name, describe(settings.schedules[r.candidate]), r.val_auroc)
-    return {k: Refit(prior, settings.schedules[c]) for k, (prior, c) in chosen.items()}, table
+        logger.info("%s: few-shot k=%d: prior %s (mean validation AUROC %.4f over the training tasks)", fold, r.k,
+                    priors[r.prior][0].name, r.val_auroc)
+    return {k: Refit(prior, schedule) for k, prior in chosen.items()}, table
 
 
 def fit_priors(model: LearnedModel, refits: Mapping[int, Refit], training: Sequence[pd.DataFrame],
@@ -222,14 +217,14 @@ def draw(pool_ids: Sequence[str], k: int, repeat: int, seed: int) -> list[str]:
 SUGGESTED = "suggested"  # the role of the rows refit on the k examples `services/suggest.py`'s rule picks
 
 
-def suggested_row(prior: LearnedModel, refit: Refit, labelled: pd.DataFrame, candidates: Candidates, k: int,
-                  signals: pd.DataFrame, test: pd.DataFrame, rho: float, scoring: ScoringSettings, *, fold: str
+def suggested_row(prior: LearnedModel, refit: Refit, labelled: TransformedRows, candidates: Candidates, k: int,
+                  signals: TransformedRows, test: pd.DataFrame, rho: float, scoring: ScoringSettings, *, fold: str
                   ) -> dict[str, Any]:
     """The `suggested` row of k: `prior` refit on the k pool examples the suggestion rule picks (`suggest.pick`:
     the held-out classifier's uncertainty x distance in its representation) with the k's schedule, seeded as the
     k's draw 0, and scored as a draw is; repeat 0."""
     ids = pick(candidates, k)
-    tuned = fine_tune(prior, labelled[labelled["example_id"].isin(set(ids))], refit.schedule)
+    tuned = fine_tune(prior, labelled.of_examples(ids), refit.schedule)
     scores = learned_rationale_scores(tuned, signals, test, rho, scoring)
     logger.info("%s: few-shot k=%d, the %d suggested examples: AUROC %.4f", fold, k, len(ids), scores["auroc"])
     return {"fold": fold, "method": "expnet_plus", "role": SUGGESTED, "k": k, "repeat": 0,
@@ -251,6 +246,8 @@ def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions
     pool = annotated_pool(predictions, settings.pool_roles, list(test["example_id"]))
     pool_ids = list(pool["example_id"])
     labelled = signals[signals["example_id"].isin(set(pool_ids))]
+    test_signals = signals[signals["example_id"].isin(set(test["example_id"]))]
+    transformed: dict[str, tuple[TransformedRows, TransformedRows]] = {}  # per prior: its pool and test rows, once
     candidates = pool_candidates(classifier, pool, scoring.batch_size)  # the `suggested` rows' rule (suggest.py)
     rows = []
     for k in settings.ks:
@@ -258,19 +255,22 @@ def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions
             logger.warning("%s: few-shot k=%d skipped: the pool (%s) holds %d annotated examples", fold, k,
                            "/".join(settings.pool_roles), len(pool_ids))
             continue
-        refit = refits.get(k, Refit(FOLD_PRIOR, settings.schedules[0]))  # k = 0 draws nothing: the prior itself
+        refit = refits.get(k, Refit(FOLD_PRIOR, settings.schedule))  # k = 0 draws nothing: the prior itself
         prior = priors[refit.prior]
+        if refit.prior not in transformed:
+            transformed[refit.prior] = (transformed_rows(prior, labelled), transformed_rows(prior, test_signals))
+        prior_pool, prior_test = transformed[refit.prior]
         for repeat in range(settings.repeats if k else 1):
             ids = draw(pool_ids, k, repeat, refit.schedule.seed)
-            tuned = fine_tune(prior, labelled[labelled["example_id"].isin(set(ids))],
-                              replace(refit.schedule, seed=refit.schedule.seed + repeat))
-            scores = learned_rationale_scores(tuned, signals, test, rho, scoring)
+            tuned = fine_tune(prior, prior_pool.of_examples(ids), replace(refit.schedule, seed=refit.schedule.seed + repeat))
+            scores = learned_rationale_scores(tuned, prior_test, test, rho, scoring)
             rows.append({"fold": fold, "method": "expnet_plus", "role": "few-shot", "k": k, "repeat": repeat,
                          "prior": prior.variant.name, "n_train_examples": len(ids), **scores})
         logger.info("%s: few-shot k=%d (prior %s): AUROC %s", fold, k, prior.variant.name,
                     np.round([r["auroc"] for r in rows if r["k"] == k], 4).tolist())
         if k:
-            rows.append(suggested_row(prior, refit, labelled, candidates, k, signals, test, rho, scoring, fold=fold))
+            rows.append(suggested_row(prior, refit, prior_pool, candidates, k, prior_test, test, rho, scoring,
+                                      fold=fold))
     matched = matched_baselines(fold_metrics)
     best = matched.sort_values("auroc", ascending=False, kind="stable").head(1)
     best_f1 = matched.sort_values("f1", ascending=False, kind="stable").head(1)
@@ -312,18 +312,16 @@ def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def schedule_summary(choices: pd.DataFrame) -> pd.DataFrame:
-    """Per fold, k, candidate prior and schedule: the mean validation AUROC of its refits over the training tasks
-    and draws, the lowest refit, that prior's own mean (k = 0) beside it, and whether the fold chose the pair at
-    that k."""
+def prior_summary(choices: pd.DataFrame) -> pd.DataFrame:
+    """Per fold, k and candidate prior: the mean validation AUROC of its refits over the training tasks and draws,
+    the lowest refit, that prior's own mean (k = 0) beside it, and whether the fold chose it at that k."""
     frames = []
     for fold, group in choices.groupby("fold", sort=False):
         own = group[group["k"] == 0].groupby("prior")["val_auroc"].mean()
         rows = []
-        refits = group[group["k"] > 0].groupby(["k", "prior", "variant", "candidate", "schedule"], sort=False)
-        for (k, prior, variant_name, candidate, schedule), rows_k in refits:
+        for (k, prior, variant_name), rows_k in group[group["k"] > 0].groupby(["k", "prior", "variant"], sort=False):
             rows.append({"fold": fold, "k": int(k), "prior": prior, "variant": variant_name,
-                         "candidate": int(candidate), "schedule": schedule, "refits": len(rows_k),
+                         "schedule": rows_k["schedule"].iloc[0], "refits": len(rows_k),
                          "n_train_examples": int(rows_k["n_train_examples"].max()),
                          "val_auroc": rows_k["val_auroc"].mean(), "val_auroc_min": rows_k["val_auroc"].min(),
                          "prior_val_auroc": own[prior], "chosen": bool(rows_k["chosen"].any())})

@@ -14,7 +14,7 @@ import pandas as pd
 from learned_attribution.core.explainers.apply import FAILURE_COLUMNS, ExplainRun, explain_examples, resolve_method
 from learned_attribution.core.metrics.plausibility import (all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                            finite_scores, random_scores, threshold_mask, top_k_mask)
-from learned_attribution.core.models.learned import LearnedModel, score_examples
+from learned_attribution.core.models.learned import LearnedModel, TransformedRows, score_examples
 from learned_attribution.core.models.projection import has_rationale_token
 from learned_attribution.core.models.signals import token_vocabulary
 
@@ -316,17 +316,19 @@ def by_prediction(scores: list[np.ndarray], gold: list[np.ndarray], correct: Seq
     return row
 
 
-def learned_rationale_scores(model: LearnedModel, signals: pd.DataFrame, examples: pd.DataFrame, rho: float,
-                             scoring: ScoringSettings) -> dict[str, Any]:
-    """A trained learned explainer scored on rationale `examples` from its classifier's signal rows `signals` (the
-    network reads them; no model pass), as `score_methods` scores a method: n_examples, AUROC, AUPRC and
+def learned_rationale_scores(model: LearnedModel, signals: pd.DataFrame | TransformedRows, examples: pd.DataFrame,
+                             rho: float, scoring: ScoringSettings) -> dict[str, Any]:
+    """A trained learned explainer scored on rationale `examples` from its classifier's signal rows `signals` (or
+    those rows transformed once by its input pipeline; the network reads them; no model pass), as `score_methods`
+    scores a method: n_examples, AUROC, AUPRC and
     matched-budget F1 (rho) with bootstrap 95% intervals, own-rule F1 at 0.5 and at its calibrated threshold (the
     ablation's columns `f1_<rule>`), AUROC and matched F1 on the correctly and the incorrectly predicted examples
     (`by_prediction`), each seed's own AUROC and matched F1 (mean, sd, min, max), a convex stack's five largest
     weights, the gates."""
     gold_by_id = {i: gold_labels(t) for i, t in zip(examples["example_id"], examples["token_labels"])}
     correct_by_id = dict(zip(examples["example_id"], examples["correct"].astype(bool)))
-    table = signals[signals["example_id"].isin(gold_by_id)]
+    table = (signals.of_examples(gold_by_id) if isinstance(signals, TransformedRows) else
+             signals[signals["example_id"].isin(gold_by_id)])
     scored_rows = score_examples(model, table)
     scores = [np.asarray(s, dtype=float) for s in scored_rows["scores"]]
     gold = [gold_by_id[i] for i in scored_rows["example_id"]]

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..evaluation.fewshot import curve_summary, schedule_summary  # noqa: E402
+from ..evaluation.fewshot import curve_summary, prior_summary  # noqa: E402
 from .tables import markdown_table, table_lines  # noqa: E402
 
 
@@ -25,17 +25,17 @@ def _cell(row: pd.Series, metric: str) -> str:
             f"(draws {row[f'{metric}_draw_min']:.3f}-{row[f'{metric}_draw_max']:.3f})")
 
 
-def fewshot_page(summary: pd.DataFrame, schedules: pd.DataFrame) -> str:
+def fewshot_page(summary: pd.DataFrame, priors: pd.DataFrame) -> str:
     """One table per fold: per k the draws' mean AUROC and matched F1 with their mean bootstrap interval and the
     range over draws, the mispredicted examples' AUROC beside saliency's, the best baselines (by AUROC, by matched
     F1), and in how many draws the refit is above the best baseline by that metric with the intervals apart; then
     the smallest k where every draw is on both; last,
-    the candidate priors and schedules each fold compared on its training tasks (`schedule_summary`)."""
+    the candidate priors each fold compared on its training tasks (`prior_summary`)."""
     lines = ["# Few-shot in-task", "",
              "A cross-task learned explainer (the prior: the fold's ExpNet+, or the variant named in `prior`, "
              "fitted on the same training tasks) refit on k annotated examples of the held-out task (drawn, seeded, "
              "from its rationale train and validation examples; never its test examples), scored on the fold's "
-             "held-out rationale test set with the matched top-k budget; the prior and schedule of each k are chosen "
+             "held-out rationale test set with the matched top-k budget; the prior of each k is chosen "
              "on the training tasks (last section). A cell is the draws' mean, its bootstrap 95% interval (averaged "
              "over the draws) and the lowest and highest draw; k = 0 is the fold's cross-task explainer. `apart`: "
              "draws whose interval lies above the best baseline's, each metric against the best baseline by that metric "
@@ -65,22 +65,20 @@ def fewshot_page(summary: pd.DataFrame, schedules: pd.DataFrame) -> str:
                  if best_by_f1(first) == first["best_baseline"] else
                  f"by AUROC {first['best_baseline']}, {auroc}; by matched F1 {best_by_f1(first)}, {f1}")
         lines += [f"## {fold}", "", f"Best baseline: {named}. {verdict}", "", markdown_table(shown), ""]
-    lines += ["## The refit's prior and schedule, chosen on the training tasks", "",
+    lines += ["## The refit's prior, chosen on the training tasks", "",
               "For each training task V of a fold, each candidate prior (`fold`: the fold's own ExpNet+ variant; "
               "else a catalogue variant of `fewshot.priors`) and each k: the prior's variant fitted on the fold's "
-              "other training tasks, refit on k of V's annotated rationale_train examples with each candidate "
-              "schedule, and scored on V's rationale validation examples. A cell is the mean validation AUROC over "
-              "the training tasks and draws; `*` marks the fold's choice at that k; `k = 0` is the prior itself.", "",
-              "Schedules: " + "; ".join(f"({i}) {name}" for i, name in
-                                        schedules[["candidate", "schedule"]].drop_duplicates().itertuples(index=False)),
-              ""]
-    cells = schedules.assign(cell=[f"{v:.3f}{' *' if chosen else ''}"
-                                   for v, chosen in zip(schedules["val_auroc"], schedules["chosen"])])
-    shown = cells.pivot_table(index=["fold", "k", "variant"], columns="candidate", values="cell", aggfunc="first",
-                              sort=False)
-    shown.columns = [f"({c})" for c in shown.columns]
-    own = schedules.groupby(["fold", "k", "variant"], sort=False)["prior_val_auroc"].first().rename("k = 0")
-    lines += [markdown_table(shown.join(own).reset_index()), ""]
+              "other training tasks, refit on k of V's annotated rationale_train examples, and scored on V's rationale "
+              "validation examples. `refit on k`: the mean validation AUROC over the training tasks and draws (and "
+              "the lowest refit); `prior itself`: the same prior at k = 0; the fold refits the prior with the higher "
+              "mean. Every refit takes the one schedule: "
+              + ", ".join(sorted(priors["schedule"].unique())) + ".", ""]
+    shown = pd.DataFrame({"fold": priors["fold"], "k": priors["k"], "prior": priors["variant"],
+                          "refit on k": [f"{v:.3f} (lowest {low:.3f})"
+                                         for v, low in zip(priors["val_auroc"], priors["val_auroc_min"])],
+                          "prior itself": priors["prior_val_auroc"].map(lambda v: f"{v:.3f}"),
+                          "chosen": priors["chosen"].map({True: "yes", False: ""})})
+    lines += [markdown_table(shown), ""]
     return "\n".join(lines)
 
 
@@ -135,12 +133,11 @@ def fewshot_chart(summary: pd.DataFrame) -> plt.Figure:
 
 
 def fewshot_report(*tables: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, str, plt.Figure]:
-    """From the folds' curves followed by their schedule choices (one of each per fold, in the same order): every
-    curve row (CSV), the summary per fold and k (CSV), the schedules compared per fold (CSV), the page and the
-    chart."""
+    """From the folds' curves followed by their prior choices (one of each per fold, in the same order): every curve
+    row (CSV), the summary per fold and k (CSV), the priors compared per fold (CSV), the page and the chart."""
     if len(tables) % 2:
-        raise ValueError(f"fewshot_report takes one curve and one schedule choice per fold, got {len(tables)} tables")
+        raise ValueError(f"fewshot_report takes one curve and one prior choice per fold, got {len(tables)} tables")
     table = pd.concat(tables[:len(tables) // 2], ignore_index=True)
     summary = curve_summary(table)
-    schedules = schedule_summary(pd.concat(tables[len(tables) // 2:], ignore_index=True))
-    return table, summary, schedules, fewshot_page(summary, schedules), fewshot_chart(summary)
+    priors = prior_summary(pd.concat(tables[len(tables) // 2:], ignore_index=True))
+    return table, summary, priors, fewshot_page(summary, priors), fewshot_chart(summary)

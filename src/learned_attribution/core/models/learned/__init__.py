@@ -37,9 +37,10 @@ from .inputs import InputPipeline
 from .networks import GatedExpNet, SimplexStack, build_network, build_variant_network, head_of_columns
 from .recipe import TrainingSettings, Variant
 from .selection import select_variant
-from .training import (LearnedModel, calibrate_threshold, fit_encoder_variant, fit_variant, score_examples,
-                       score_texts, validation_auroc)
+from .training import (LearnedModel, TransformedRows, calibrate_threshold, fit_encoder_variant, fit_variant,
+                       score_examples, score_texts, transformed_rows, validation_auroc)
 
-__all__ = ["GatedExpNet", "InputPipeline", "LearnedModel", "SimplexStack", "TrainingSettings", "Variant",
-           "build_network", "build_variant_network", "calibrate_threshold", "fit_encoder_variant",
-           "fit_variant", "head_of_columns", "score_examples", "score_texts", "select_variant", "validation_auroc"]
+__all__ = ["GatedExpNet", "InputPipeline", "LearnedModel", "SimplexStack", "TrainingSettings", "TransformedRows",
+           "Variant", "build_network", "build_variant_network", "calibrate_threshold", "fit_encoder_variant",
+           "fit_variant", "head_of_columns", "score_examples", "score_texts", "select_variant", "transformed_rows",
+           "validation_auroc"]

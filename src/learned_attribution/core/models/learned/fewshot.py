@@ -22,7 +22,7 @@ import torch
 
 from .losses import objective
 from .recipe import TrainingSettings
-from .training import LearnedModel, group_examples
+from .training import LearnedModel, TransformedRows, group_examples, transformed_rows
 
 FOLD_PRIOR = "fold"  # the fold's own ExpNet+ as a few-shot prior (its bundle's `expnet_plus`)
 
@@ -37,8 +37,8 @@ class FewShotSettings:
 
     steps: int = 300
     batch_size: int = 16
-    step_scale: float = 5.0
-    prior_weight: float = 3.0
+    step_scale: float = 1.0
+    prior_weight: float = 0.03
     seed: int = 0
     alpha: float = 0.25
     gamma: float = 2.0
@@ -55,25 +55,36 @@ class FewShotSettings:
             raise ValueError(f"few-shot setting prior_weight={self.prior_weight!r} must be at least 0")
 
 
-def fine_tune(model: LearnedModel, rows: pd.DataFrame, settings: FewShotSettings = FewShotSettings()) -> LearnedModel:
+def fine_tune(model: LearnedModel, rows: pd.DataFrame | TransformedRows,
+              settings: FewShotSettings = FewShotSettings()) -> LearnedModel:
     """`model` refit on the labelled signal rows `rows` of its own target classifier (columns `model.columns`,
-    `example_id`, `token_label`; one or more examples, each example's rows in position order): a new `LearnedModel`
-    with the same inputs and threshold, its networks moved by `settings`; `model` itself is not changed. Examples
-    without a rationale token and a non-rationale one give no ranking pair and teach nothing; an empty `rows` is the
-    prior. The examples are taken in the order of their ids (a stable sort: each example's rows keep their order)."""
-    missing = [c for c in (*model.columns, "example_id", "token_label") if c not in rows.columns]
-    if missing:
-        raise ValueError(f"few-shot rows lack columns {missing}: pass the target classifier's signal rows")
+    `example_id`, `token_label`; one or more examples, each example's rows in position order), or on those rows
+    transformed once by `model`'s input pipeline (`transformed_rows`: the draws of one prior share the pass): a new
+    `LearnedModel` with the same inputs and threshold, its networks moved by `settings`; `model` itself is not
+    changed. Examples without a rationale token and a non-rationale one give no ranking pair and teach nothing; an
+    empty `rows` is the prior. The examples are taken in the order of their ids (a stable sort: each example's rows
+    keep their order)."""
+    if isinstance(rows, pd.DataFrame):
+        missing = [c for c in (*model.columns, "example_id", "token_label") if c not in rows.columns]
+        if missing:
+            raise ValueError(f"few-shot rows lack columns {missing}: pass the target classifier's signal rows")
+        example_ids = rows["example_id"].to_numpy()
+    else:
+        if rows.pipeline is not model.inputs:
+            raise ValueError(f"few-shot rows transformed by another input pipeline than {model.variant.name}'s")
+        if rows.labels is None:
+            raise ValueError("few-shot rows lack token_label: pass labelled signal rows")
+        example_ids = rows.example_ids
     net = copy.deepcopy(model.net)
-    n_examples = int(rows["example_id"].nunique()) if len(rows) else 0
+    n_examples = len(pd.unique(example_ids))
     tuned = replace(model, net=net, history=[], context={**model.context, "fewshot_examples": n_examples})
     if n_examples == 0 or not model.variant.anchor_weight:
         return tuned
-    rows = rows.sort_values("example_id", kind="stable").reset_index(drop=True)
-    example_ids = rows["example_id"].to_numpy()
-    inputs, offsets = model.inputs.transform(rows[model.columns].to_numpy(np.float32), example_ids)
-    examples = group_examples(inputs, rows["token_label"].to_numpy(np.float32), example_ids,
-                              np.zeros(len(rows), dtype=object), offsets)
+    if isinstance(rows, pd.DataFrame):
+        rows = transformed_rows(model, rows)
+    rows = rows.of_examples(example_ids, by_id=True)
+    examples = group_examples(rows.inputs, rows.labels, rows.example_ids,
+                              np.zeros(len(rows.example_ids), dtype=object), rows.offsets)
     loss_settings = TrainingSettings(hidden=0, alpha=settings.alpha, gamma=settings.gamma,
                                      learning_rate=0.0, batch_size=settings.batch_size, batch_unit="examples",
                                      max_epochs=0, patience=0, gate_l1=settings.gate_l1, pseudo_weight=0.0,

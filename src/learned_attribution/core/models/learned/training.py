@@ -345,18 +345,75 @@ def score_texts(model: LearnedModel, examples: pd.DataFrame, tokenizer, batch_si
     return encoder_scores(model.net, examples, tokenizer, batch_size)
 
 
-def score_examples(model: LearnedModel, table: pd.DataFrame, member: int | None = None) -> pd.DataFrame:
-    """One row per example of `table` (target classifier's signal rows): example_id and its token scores (the
-    ensemble's, or one seed's network's with `member`)."""
-    table = table.reset_index(drop=True)
-    probabilities = model.predict(table[model.columns].to_numpy(np.float32), table["example_id"].to_numpy(), member)
-    grouped = pd.Series(probabilities).groupby(table["example_id"].to_numpy(), sort=False)
-    return pd.DataFrame({"example_id": list(grouped.groups), "scores": [g.to_numpy() for _, g in grouped]})
+@dataclass(frozen=True)
+class TransformedRows:
+    """Signal rows of whole examples through one input pipeline, once (`transformed_rows`): the network's inputs and
+    anchor offsets (`InputPipeline.transform`) and the rows' example ids and token labels, in the table's order.
+    Every step of a pipeline reads one example's rows or one value, so the rows of some examples are the same
+    whether transformed alone or with others: the refits of one prior (which keep its pipeline) read subsets of the
+    rows transformed once instead of transforming them again."""
+
+    pipeline: InputPipeline
+    example_ids: np.ndarray
+    inputs: np.ndarray
+    offsets: np.ndarray | None
+    labels: np.ndarray | None  # `token_label`, where the table has it
+
+    def of_examples(self, ids, by_id: bool = False) -> "TransformedRows":
+        """The rows of the examples `ids`, in this table's order, or (`by_id`) ordered by example id (stable: each
+        example's rows keep their order)."""
+        index = np.flatnonzero(pd.Series(self.example_ids).isin(set(ids)).to_numpy())
+        if by_id:
+            index = index[np.argsort(self.example_ids[index], kind="stable")]
+        return TransformedRows(self.pipeline, self.example_ids[index], self.inputs[index],
+                               None if self.offsets is None else self.offsets[index],
+                               None if self.labels is None else self.labels[index])
+
+    def probabilities(self, model: LearnedModel, member: int | None = None) -> np.ndarray:
+        """`model`'s token probabilities on these rows (`LearnedModel.predict` without the transform); `model` must
+        read them through the pipeline they were transformed with."""
+        if model.inputs is not self.pipeline:
+            raise ValueError(f"rows transformed by another input pipeline than {model.variant.name}'s: transform "
+                             "them with `transformed_rows(model, table)`")
+        return model.network_probabilities(torch.as_tensor(self.inputs),
+                                           0.0 if self.offsets is None else torch.as_tensor(self.offsets), member)
 
 
-def validation_auroc(model: LearnedModel, table: pd.DataFrame, member: int | None = None) -> float:
+def transformed_rows(model: LearnedModel, table: pd.DataFrame) -> TransformedRows:
+    """The signal rows `table` of `model`'s target classifier (whole examples) through its input pipeline, once."""
+    missing = [c for c in (*model.columns, "example_id") if c not in table.columns]
+    if missing:
+        raise ValueError(f"signal rows lack columns {missing}: pass the target classifier's signal rows")
+    example_ids = table["example_id"].to_numpy()
+    inputs, offsets = model.inputs.transform(table[model.columns].to_numpy(np.float32), example_ids)
+    labels = table["token_label"].to_numpy(np.float32) if "token_label" in table.columns else None
+    return TransformedRows(model.inputs, example_ids, inputs, offsets, labels)
+
+
+def _by_example(values: np.ndarray, example_ids: np.ndarray) -> tuple[list, list[np.ndarray]]:
+    grouped = pd.Series(values).groupby(example_ids, sort=False)
+    return list(grouped.groups), [g.to_numpy() for _, g in grouped]
+
+
+def score_examples(model: LearnedModel, table: pd.DataFrame | TransformedRows, member: int | None = None
+                   ) -> pd.DataFrame:
+    """One row per example of `table` (target classifier's signal rows, or those rows transformed once): example_id
+    and its token scores (the ensemble's, or one seed's network's with `member`)."""
+    if isinstance(table, TransformedRows):
+        probabilities, example_ids = table.probabilities(model, member), table.example_ids
+    else:
+        example_ids = table["example_id"].to_numpy()
+        probabilities = model.predict(table[model.columns].to_numpy(np.float32), example_ids, member)
+    ids, scores = _by_example(probabilities, example_ids)
+    return pd.DataFrame({"example_id": ids, "scores": scores})
+
+
+def validation_auroc(model: LearnedModel, table: pd.DataFrame | TransformedRows, member: int | None = None) -> float:
     """Mean per-example AUROC of `model` (the ensemble, or one seed's network) on labelled token rows of its
-    target classifier."""
+    target classifier (or those rows transformed once)."""
     scored = score_examples(model, table, member)
-    gold = table.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
+    if isinstance(table, TransformedRows):
+        gold = dict(zip(*_by_example(table.labels, table.example_ids)))
+    else:
+        gold = table.groupby("example_id", sort=False)["token_label"].apply(np.asarray)
     return mean_example_auroc(list(scored["scores"]), [gold[i] for i in scored["example_id"]])
