@@ -210,10 +210,12 @@ def test_the_summary_counts_the_draws_apart_from_the_best_baseline():
                 "auroc_low": auroc - 0.02, "auroc_high": auroc + 0.02, "f1_matched": f1, "f1_matched_low": f1 - 0.02,
                 "f1_matched_high": f1 + 0.02, "auroc_incorrect": auroc - 0.1}
     curves = pd.DataFrame([row("few-shot", 0, 0.70, 0.40), row("few-shot", 8, 0.74, 0.45),
-                           row("few-shot", 8, 0.80, 0.50, repeat=1), row("best baseline", None, 0.72, 0.42, "gae"),
-                           row("saliency", None, 0.71, 0.41, "saliency")])
+                           row("few-shot", 8, 0.80, 0.50, repeat=1), row("suggested", 8, 0.90, 0.60),
+                           row("best baseline", None, 0.72, 0.42, "gae"), row("saliency", None, 0.71, 0.41, "saliency")])
     summary = curve_summary(curves).set_index("k")
-    assert list(summary.index) == [0, 8] and summary.at[8, "draws"] == 2
+    assert list(summary.index) == [0, 8] and summary.at[8, "draws"] == 2  # the suggested row is beside the draws
+    assert summary.at[8, "suggested_auroc"] == 0.90 and summary.at[8, "suggested_f1_matched"] == 0.60
+    assert np.isnan(summary.at[0, "suggested_auroc"])
     assert summary.at[8, "auroc"] == pytest.approx(0.77) and summary.at[8, "auroc_draw_min"] == pytest.approx(0.74)
     # 0.74 - 0.02 = 0.72 is not above 0.74 (the baseline's high); 0.78 is
     assert summary.at[8, "auroc_draws_apart"] == 1 and summary.at[0, "auroc_draws_apart"] == 0

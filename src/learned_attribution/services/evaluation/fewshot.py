@@ -289,7 +289,8 @@ def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
     each draw's bootstrap interval averaged), the mispredicted examples' AUROC, and each metric against the fold's
     best baseline by that metric: AUROC against the best by AUROC (`best_baseline`), matched F1 against the best by
     matched F1 (`best_baseline_by_f1`; the same method where no `BEST_BASELINE_F1` row differs), each baseline's
-    value and interval, and in how many draws the refit is above it with the intervals apart."""
+    value and interval, and in how many draws the refit is above it with the intervals apart; and the `suggested`
+    row's AUROC and matched F1 (the k examples `suggest`'s rule picks; NaN at k = 0)."""
     rows = []
     for fold, group in curves.groupby("fold", sort=False):
         best = group[group["role"] == BEST_BASELINE].iloc[0]
@@ -308,6 +309,9 @@ def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
                             f"{metric}_draws_apart": int((draws[f"{metric}_low"] > reference[f"{metric}_high"]).sum())})
             row.update({"auroc_incorrect": draws["auroc_incorrect"].mean(),
                         "saliency_auroc_incorrect": saliency["auroc_incorrect"].iloc[0] if len(saliency) else np.nan})
+            suggested = group[(group["role"] == SUGGESTED) & (group["k"] == k)]
+            for metric in ("auroc", "f1_matched"):  # beside the draws, not in their mean
+                row[f"suggested_{metric}"] = suggested[metric].iloc[0] if len(suggested) else np.nan
             rows.append(row)
     return pd.DataFrame(rows)
 

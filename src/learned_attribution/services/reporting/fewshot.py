@@ -37,7 +37,8 @@ def fewshot_page(summary: pd.DataFrame, priors: pd.DataFrame) -> str:
              "from its rationale train and validation examples; never its test examples), scored on the fold's "
              "held-out rationale test set with the matched top-k budget; the prior of each k is chosen "
              "on the training tasks (last section). A cell is the draws' mean, its bootstrap 95% interval (averaged "
-             "over the draws) and the lowest and highest draw; k = 0 is the fold's cross-task explainer. `apart`: "
+             "over the draws) and the lowest and highest draw; k = 0 is the fold's cross-task explainer. `suggested`: "
+             "the refit on the k examples `learned-attribution suggest`'s rule picks from the same pool. `apart`: "
              "draws whose interval lies above the best baseline's, each metric against the best baseline by that metric "
              "(AUROC against the best by AUROC, matched F1 against the best by matched F1; on some folds two "
              "methods).", ""]
@@ -50,7 +51,10 @@ def fewshot_page(summary: pd.DataFrame, priors: pd.DataFrame) -> str:
             "F1 matched": rows.apply(_cell, axis=1, metric="f1_matched"),
             "F1 apart": rows["f1_matched_draws_apart"].astype(str) + "/" + rows["draws"].astype(str),
             "AUROC, mispredicted": rows["auroc_incorrect"],
-            "saliency, mispredicted": rows["saliency_auroc_incorrect"]})
+            "saliency, mispredicted": rows["saliency_auroc_incorrect"],
+            "suggested: AUROC / F1": [f"{a:.3f} / {f:.3f}" if a == a else "" for a, f in
+                                      zip(rows.get("suggested_auroc", pd.Series(float("nan"), rows.index)),
+                                          rows.get("suggested_f1_matched", pd.Series(float("nan"), rows.index)))]})
         winning = rows[(rows["auroc_draws_apart"] == rows["draws"]) & (rows["f1_matched_draws_apart"] == rows["draws"])]
         above = (f"{first['best_baseline']} on both AUROC and matched F1"
                  if best_by_f1(first) == first["best_baseline"] else
