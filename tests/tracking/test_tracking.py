@@ -108,9 +108,10 @@ def test_training_histories_become_step_metrics_and_raw_files_inputs_with_their_
     assert tracking.git_commit(tmp_path) is None
 
 
-def test_a_read_only_store_is_refused_at_the_start(tmp_path):
+def test_a_read_only_store_is_refused_at_the_start(tmp_path, monkeypatch):
     """A store that reads but cannot be written (here a SQLite connection opened read-only; file permissions do
     not stop root) fails the start-up check, in one line, instead of failing at the first run it creates."""
+    monkeypatch.chdir(tmp_path)  # MLflow makes the read-only URI's default artifact folder, `file:...`, relative
     database = tmp_path / "m.db"
     tracking.check_store(f"sqlite:///{database}")  # creates the store
     read_only = f"sqlite:///file:{database}?mode=ro&uri=true"
