@@ -189,22 +189,23 @@ def student_models(path: Path, model, seed: int) -> tuple[dict, str]:
     """{variant name: student}: the amortize pipeline's student when present (`student_<task>/student`),
     else every default student variant (`AmortizeSettings`' variants and training, services/amortize/settings.py)
     with an untrained network and identity input statistics, the encoder student an untrained head on a copy of
-    `model`'s encoder (the same cost: a student's cost is its passes and its network, not its weights)."""
+    `model`'s encoder, the attention student untrained layers over its hidden states (the same cost: a student's
+    cost is its passes and its network, not its weights)."""
     from learned_attribution.core.models.artifacts import is_complete, load_learned
-    from learned_attribution.core.models.learned import InputPipeline, LearnedModel
-    from learned_attribution.core.models.learned.encoder import EncoderTokenHead
+    from learned_attribution.core.models.learned import InputPipeline, LearnedModel, build_text_network
+    from learned_attribution.core.models.learned.recipe import TEXT_NETWORKS
     from learned_attribution.services.amortize.settings import AmortizeSettings
 
     if is_complete(path):
         student = load_learned(path)
         return {student.variant.name: student}, f"trained student {path}"
     defaults = AmortizeSettings(seed=seed)
-    per_token = [v for v in defaults.variants if v.network != "encoder"]
+    per_token = [v for v in defaults.variants if v.network not in TEXT_NETWORKS]
     students = untrained_explainers(per_token, defaults.training_settings(), model.config, seed)
     for variant in defaults.variants:
-        if variant.network == "encoder":
-            students[variant.name] = LearnedModel(variant, InputPipeline([]), EncoderTokenHead.from_classifier(
-                model, variant.encoder_blocks).eval())
+        if variant.network in TEXT_NETWORKS:
+            students[variant.name] = LearnedModel(variant, InputPipeline([]),
+                                                  build_text_network(variant, model, defaults.layer).eval())
     return {v.name: students[v.name] for v in defaults.variants}, f"untrained networks ({path} not found); same cost"
 
 
@@ -588,9 +589,10 @@ def targets_table(table: pd.DataFrame) -> pd.DataFrame:
                          "measured": record["ratio_to_forward"], "required": required,
                          "met": bool(record["ratio_to_forward"] >= required)})
         if method.startswith("student:") and np.isfinite(record["ratio_to_forward"]):
-            # a student over forward-pass signals >= 0.9x a forward pass; one that reads gradients, or runs a
-            # second forward pass through its copy of the encoder, at least the saliency baseline's own ratio
-            second_pass = any(s in record["settings"] for s in GRADIENT_SETS) or "encoder" in record["settings"]
+            # a student over forward-pass signals >= 0.9x a forward pass; one that reads gradients, or runs layers
+            # beyond the classifier's pass (a second forward pass through its copy of the encoder, or its own new
+            # attention layers), at least the saliency baseline's own ratio
+            second_pass = any(s in record["settings"] for s in (*GRADIENT_SETS, "encoder", "attention layers"))
             if second_pass and "saliency" in by_method.index:
                 required, what = by_method.at["saliency", "ratio_to_forward"], "saliency's own ratio"
             else:

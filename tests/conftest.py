@@ -20,9 +20,9 @@ reliable.
 no package code (`DirectPass`).
 
 `sentiment_sentences(tokenizer, n, seed)` is the one generator of random sentences whose sentiment words are marked
-(a rationale, or a teacher's scores), and `encoder_student_writer(folder)` writes a tiny classifier and an encoder
-student of it taught on them, as `learned-attribution fit` writes a student folder (the student tests and the served
-student's load test use it).
+(a rationale, or a teacher's scores), and `text_student_writer(folder, variant)` writes a tiny classifier and a text
+student of it (the encoder student, or the attention student) taught on them, as `learned-attribution fit` writes a
+student folder (the student tests and the served student's load test use it).
 
 Tests run with one torch thread per process unless OMP_NUM_THREADS is set (see below).
 
@@ -249,7 +249,7 @@ def tiny_classifier():
     return make_tiny_classifier
 
 
-# ---- sentiment sentences, and a tiny encoder student taught on them ----------------------------------------------
+# ---- sentiment sentences, and a tiny text student taught on them -------------------------------------------------
 
 SENTIMENT_WORDS = ("the", "film", "was", "good", "bad", "boring", "not", "very", "and", "but", "it", "plot", "fun")
 SENTIMENT = ("bad", "boring", "fun", "good")  # the words a sentiment sentence's rationale (or teacher) marks
@@ -284,12 +284,17 @@ def sentiment_sentences():
     return make_sentiment_sentences
 
 
-def write_encoder_student(folder: Path, family: str = "bert", n_texts: int = 24, **shape) -> Path:
+# The text students' recipes as the tiny students take them: the amortize recipe's, the encoder's top block alone.
+TINY_TEXT_STUDENTS = {"student_encoder": {"encoder_blocks": 1}, "student_attention": {}}
+
+
+def write_text_student(folder: Path, variant: str = "student_encoder", family: str = "bert", n_texts: int = 24,
+                       **shape) -> Path:
     """What `learned-attribution fit` writes, tiny: a `family` classifier (`make_tiny_classifier(family, **shape)`)
-    saved with save_pretrained in `folder/classifier`, and in `folder/student` the student folder of an encoder
-    student of it (the amortize recipe's `student_encoder`, its top block trained for two epochs) taught by a
-    teacher that scores 1 at the sentiment words of `n_texts` sentiment sentences, bound to that classifier, its
-    card naming occlusion as its teacher. Returns the student folder."""
+    saved with save_pretrained in `folder/classifier`, and in `folder/student` the student folder of a text student
+    of it (the amortize recipe `variant`: `student_encoder`, its top block trained, or `student_attention`; two
+    epochs) taught by a teacher that scores 1 at the sentiment words of `n_texts` sentiment sentences, bound to that
+    classifier, its card naming occlusion as its teacher. Returns the student folder."""
     import numpy as np
     import pandas as pd
 
@@ -309,19 +314,19 @@ def write_encoder_student(folder: Path, family: str = "bert", n_texts: int = 24,
     teacher = pd.DataFrame({"example_id": texts["example_id"],
                             "scores": [np.asarray(marks[1:-1], np.float32) for marks in texts["sentiment"]]})
     settings = AmortizeSettings(teacher=Teacher("occlusion"), max_length=32, variants=student_variants(
-        {"student_encoder": {**DEFAULT_VARIANTS["student_encoder"], "encoder_blocks": 1}}))
+        {variant: {**DEFAULT_VARIANTS[variant], **TINY_TEXT_STUDENTS[variant]}}))
     student, _ = fit_student(classifier, texts, student_signals(classifier, texts, [], -1, 8), teacher,
                              settings.variants, make_training_settings(batch_size=4, max_epochs=2, patience=2, seeds=1),
-                             context=amortize.student_context(settings, settings.max_length))
+                             context=amortize.student_context(settings, settings.max_length), layer=settings.layer)
     card = amortize.student_card_for(settings, classifier)
     return bundles.write_bundle(bundles.Bundle(card, {bundles.STUDENT: student}), folder / "student")
 
 
 @pytest.fixture(scope="session")
-def encoder_student_writer():
-    """Factory fixture: `encoder_student_writer(folder, family="bert", n_texts=24, **shape) -> student folder`, its
-    classifier in `folder/classifier` (see write_encoder_student)."""
-    return write_encoder_student
+def text_student_writer():
+    """Factory fixture: `text_student_writer(folder, variant="student_encoder", family="bert", n_texts=24, **shape)
+    -> student folder`, its classifier in `folder/classifier` (see write_text_student)."""
+    return write_text_student
 
 
 # ---- direct computations: the known answers of the every-family tests --------------------------------------------

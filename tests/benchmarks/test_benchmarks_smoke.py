@@ -142,6 +142,7 @@ def test_attribution_throughput_quick(scripts, tmp_path):
          "integrated_gradients batched per text <= alone per text (alone s / batched s)"])
     assert len(targets) == 5 + len(plus) + len(students) + len(api) + len(one_text)
     assert sorted(targets.loc[targets["target"].str.startswith("student:"), "target"]) == [
+        "student:student_attention / plain forward pass (saliency's own ratio)",
         "student:student_encoder / plain forward pass (saliency's own ratio)",
         "student:student_forward / plain forward pass (no gradients)",
         "student:student_forward_hidden / plain forward pass (no gradients)",
@@ -232,7 +233,8 @@ def test_gpu_check_agreement_is_exact_on_the_same_device_and_fails_on_a_changed_
     setup = gpu_check.load_setup("sst2", 8, 13)
     changed = gpu_check.agreement(setup, torch.device("cpu"), 8, 4, True, 13).set_index("method")
     # The encoder student scores with its own copy of the encoder (made before the change): the classifier's
-    # weights reach it only through the predicted class, which a 5% change leaves as it was on these texts.
+    # weights reach it only through the predicted class, which a 5% change leaves as it was on these texts (the
+    # attention student reads the changed classifier's hidden states, so it is among those that must not agree).
     reads_classifier = changed.drop(index="student:student_encoder")
     assert not reads_classifier["agrees"].any(), reads_classifier.loc[reads_classifier["agrees"],
                                                                       "max_relative_difference"]

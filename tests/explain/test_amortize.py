@@ -351,10 +351,11 @@ def test_a_student_refuses_another_classifier_naming_both(classifier_writer, tmp
     assert str(tmp_path / "classifier") in message and str(tmp_path / "other") in message
 
 
-@pytest.fixture(scope="module")
-def encoder_student(encoder_student_writer, tmp_path_factory):
-    """A tiny encoder student of a 2-layer, 2-head, 16-wide BERT classifier (tests/conftest.py)."""
-    return encoder_student_writer(tmp_path_factory.mktemp("encoder_student"))
+@pytest.fixture(scope="module", params=["student_encoder", "student_attention"])
+def text_student(request, text_student_writer, tmp_path_factory):
+    """A tiny text student (the encoder student, then the attention student) of a 2-layer, 2-head, 16-wide BERT
+    classifier (tests/conftest.py)."""
+    return text_student_writer(tmp_path_factory.mktemp(request.param), request.param)
 
 
 @pytest.mark.parametrize("family, shape, which", [
@@ -365,18 +366,18 @@ def encoder_student(encoder_student_writer, tmp_path_factory):
                                 "tokenizer (RobertaTokenizer, not BertTokenizer)"),
 ])
 def test_a_student_asked_for_a_classifier_of_another_family_or_shape_refuses_in_one_line_saying_which(
-        encoder_student, tiny_classifier, family, shape, which, tmp_path, capsys):
+        text_student, tiny_classifier, family, shape, which, tmp_path, capsys):
     model, tokenizer = tiny_classifier(family, **shape)
     model.save_pretrained(tmp_path / "other")
     tokenizer.save_pretrained(tmp_path / "other")
-    explainer = StudentExplainer.from_folder(encoder_student, classifier=str(tmp_path / "other"))
+    explainer = StudentExplainer.from_folder(text_student, classifier=str(tmp_path / "other"))
     message = explainer.incompatible["student"]
-    assert which in message and "\n" not in message and str(encoder_student.parent / "classifier") in message
+    assert which in message and "\n" not in message and str(text_student.parent / "classifier") in message
     with pytest.raises(artifacts.IncompatibleClassifierError, match=re.escape(which)):
         explainer.explain(["the film was good"], methods=["student"])
     assert explainer.explain(["the film was good"], methods=["occlusion"])  # its baselines still run there
     capsys.readouterr()
-    assert main(["explain", "--explainer", str(encoder_student), "--classifier", str(tmp_path / "other"),
+    assert main(["explain", "--explainer", str(text_student), "--classifier", str(tmp_path / "other"),
                  "the film was good"]) == 2
     [line] = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # besides loading bars
     assert line.startswith("error: ") and which in line and "--method NAME" in line
@@ -499,11 +500,15 @@ def test_a_student_is_served_as_a_pyfunc_model_like_a_fold(classifier_writer, tm
 
 
 @pytest.mark.slow
-def test_an_encoder_student_is_fitted_saved_explained_served_and_bound_to_its_classifier(classifier_writer, tmp_path):
-    """The encoder student (a copy of the classifier's encoder with a token head) through every path a student
-    takes: amortize, its bundle, StudentExplainer, the served pyfunc model. Known answers: the API's token scores are
-    the network's own (sigmoid of its scores for the predicted class), the served record is the API's, and another
-    classifier of the same shape is refused."""
+@pytest.mark.parametrize("variant, description", [("student_encoder", "copy of the classifier's encoder"),
+                                                  ("student_attention", "frozen hidden states, 2 new attention")])
+def test_a_text_student_is_fitted_saved_explained_served_and_bound_to_its_classifier(variant, description,
+                                                                                   classifier_writer, tmp_path):
+    """A text student (the encoder student: a copy of the classifier's encoder with a token head; the attention
+    student: new attention layers over its hidden states) through every path a student takes: amortize, its bundle,
+    StudentExplainer, the served pyfunc model. Known answers: the API's token scores are the network's own (sigmoid of
+    its scores for the predicted class), the served record is the API's, and another classifier of the same shape is
+    refused."""
     import mlflow.pyfunc
 
     from learned_attribution.adapters.serving import save_model
@@ -511,15 +516,16 @@ def test_an_encoder_student_is_fitted_saved_explained_served_and_bound_to_its_cl
 
     classifier = load_classifier(classifier_writer(tmp_path / "classifier", seed=1))
     settings = quick_settings(variants=amortize_settings(
-        {"student": {"variants": {"student_encoder": DEFAULT_VARIANTS["student_encoder"]}}}, -1).variants)
+        {"student": {"variants": {variant: DEFAULT_VARIANTS[variant]}}}, -1).variants)
     result = amortize.amortize(classifier, texts(30), None, settings, tmp_path / "cache", progress=False)
-    assert list(result.variants["variant"]) == ["student_encoder"] and result.student.reads_token_ids
-    assert "copy of the classifier's encoder" in result.variants.at[0, "description"]
+    assert list(result.variants["variant"]) == [variant] and result.student.reads_token_ids
+    assert description in result.variants.at[0, "description"]
     folder = save_student(tmp_path / "student", result, settings, classifier)
     explainer = StudentExplainer.from_folder(folder)
     held = unlabeled_examples(classifier, ["the movie is great and fun", "so boring"])[0]
     scores, _ = scores_of(classifier, held, {"student": explainer.method("student")})
-    own = score_texts(result.student, held, classifier.tokenizer).set_index("example_id")["scores"]
+    own = score_texts(result.student, held, classifier.tokenizer, classifier=classifier.model)
+    own = own.set_index("example_id")["scores"]
     for example_id, api in zip(scores["example_id"], scores["scores"]):
         np.testing.assert_allclose(api, 1 / (1 + np.exp(-own[example_id])), rtol=1e-5, atol=1e-6)
 

@@ -1,5 +1,5 @@
-"""Which examples to annotate (`core/selection.py`, `services/suggest.py`, `learned-attribution suggest`): the greedy
-pick's known answers on hand-made points, the CLI on the tiny fold writing each format in a structure the rationale
+"""Which examples to annotate (`core/selection.py`, `services/suggest.py`, `learned-attribution suggest`): the
+cluster pick's and the greedy pick's known answers on hand-made points, the CLI on the tiny fold writing each format in a structure the rationale
 reader imports back once a span is marked, and bad input in one line."""
 import json
 
@@ -10,13 +10,49 @@ import pytest
 from learned_attribution.adapters.cli import main
 from learned_attribution.core.data.rationales import read_rationale_file
 from learned_attribution.core.errors import InputError
-from learned_attribution.core.selection import weighted_farthest_first
+from learned_attribution.core.selection import cluster_picks, weighted_farthest_first
 from learned_attribution.services.bundle import task_classifier
-from learned_attribution.services.suggest import annotation_file, suggest, uncertainty
+from learned_attribution.core.models.projection import project_batch
+from learned_attribution.services.suggest import annotation_file, represent, suggest, uncertainty
 
 TEXTS = ["the movie is great and fun", "the plot was boring", "a very bad film !", "this story is so slow",
          "the actors were funny", "it was not good", "love it", "hate this dull end", "a sharp and sad story",
          "the film was fun but the plot was slow", "very good", "not boring"]
+
+
+# ---- the cluster pick on hand-made points -----------------------------------------------------------------------
+
+# three far-apart blobs: B (3 rows, centre (100, 0) first), C (2 rows), A (5 rows, centre (0, 0) is row 5)
+BLOBS = np.array([[100, 0], [101, 0], [99, 0], [0, 100], [0, 102],
+                  [0, 0], [1, 0], [-1, 0], [0, 1], [0, -1]], dtype=float)
+
+
+def test_the_typical_pick_takes_each_clusters_centre_largest_cluster_first():
+    # A (5 rows) first, its centre; then B (3), its centre; then C's two rows tie: the earlier
+    assert cluster_picks(BLOBS, 3, seed=0) == [5, 0, 3]
+    for seed in range(4):  # k-means finds the blobs from any seed
+        assert cluster_picks(BLOBS, 3, seed=seed) == [5, 0, 3]
+
+
+def test_the_random_pick_takes_one_row_of_each_cluster_seeded():
+    blob_of = {**dict.fromkeys(range(0, 3), "B"), **dict.fromkeys(range(3, 5), "C"),
+               **dict.fromkeys(range(5, 10), "A")}
+    picks = {seed: cluster_picks(BLOBS, 3, seed=seed, pick="random") for seed in range(8)}
+    assert all([blob_of[i] for i in picked] == ["A", "B", "C"] for picked in picks.values())
+    assert picks[3] == cluster_picks(BLOBS, 3, seed=3, pick="random")  # seeded
+    assert len({tuple(p) for p in picks.values()}) > 1  # and not fixed
+
+
+@pytest.mark.filterwarnings("ignore:Number of distinct clusters")  # k-means says so; the fill is the answer
+def test_fewer_distinct_rows_than_k_fill_with_the_most_typical_rows_left():
+    points = np.array([[0, 0], [0, 0], [0, 0], [5, 5], [5, 5]], dtype=float)
+    picked = cluster_picks(points, 4, seed=0)
+    assert sorted(picked[:2]) == [0, 3] and len(set(picked)) == 4
+    assert cluster_picks(points, 0, seed=0) == []
+    with pytest.raises(ValueError, match="k=6"):
+        cluster_picks(points, 6, seed=0)
+    with pytest.raises(ValueError, match="typical or random"):
+        cluster_picks(points, 2, seed=0, pick="uncertain")
 
 
 # ---- the greedy pick on hand-made points ----------------------------------------------------------------------
@@ -57,7 +93,6 @@ def test_uncertainty_trades_against_distance():
     # a confident point far enough away wins: 0.1 x 10 > 0.5 x 1
     points = np.array([[0, 0], [1, 0], [11, 0]], dtype=float)
     assert weighted_farthest_first(points, np.array([0.5, 0.5, 0.1]), 2) == [1, 2]
-    assert list(uncertainty(np.array([[0.9, 0.1], [0.5, 0.5]]))) == pytest.approx([0.1, 0.5])
     with pytest.raises(ValueError, match="k=4"):
         weighted_farthest_first(points, np.ones(3), 4)
     with pytest.raises(ValueError, match="at least 0"):
@@ -66,15 +101,18 @@ def test_uncertainty_trades_against_distance():
 
 # ---- the service and the CLI on the tiny fold -------------------------------------------------------------------
 
-def test_the_pick_starts_at_the_most_uncertain_text_and_k_is_a_prefix(tiny_models_dir):
+def test_the_pick_is_the_cluster_rule_on_the_classifiers_representation(tiny_models_dir):
     classifier = task_classifier("sst2", tiny_models_dir)
     ids = [str(i + 1) for i in range(len(TEXTS))]
-    everything = suggest(classifier, TEXTS, ids, len(TEXTS), max_length=32)
     picked = suggest(classifier, TEXTS, ids, 4, max_length=32)
-    assert picked.to_dict("records") == everything.head(4).to_dict("records")  # greedy: k's pick starts k+1's
-    assert picked["uncertainty"].iloc[0] == everything["uncertainty"].max()
+    words = [text.split() for text in TEXTS]  # the tiny tokenizer's words are the whitespace ones
+    input_ids = project_batch(words, [None] * len(words), classifier.tokenizer, 32)["input_ids"]
+    _, features = represent(classifier, input_ids)
+    assert list(picked["id"]) == [ids[i] for i in cluster_picks(features, 4, seed=0)]
     assert list(picked["rank"]) == [1, 2, 3, 4] and picked["id"].is_unique
+    assert picked.equals(suggest(classifier, TEXTS, ids, 4, max_length=32))  # seeded: the same pick again
     assert picked["uncertainty"].tolist() == pytest.approx((1 - picked["probability"]).tolist())
+    assert list(uncertainty(np.array([[0.9, 0.1], [0.5, 0.5]]))) == pytest.approx([0.1, 0.5])
     with pytest.raises(InputError, match="my texts: 12 texts, fewer than k=13"):
         suggest(classifier, TEXTS, ids, 13, source="my texts")
 

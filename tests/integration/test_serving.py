@@ -1,8 +1,9 @@
 """Each smoke fold's registered MLflow model: saved from code (no pickle), the loaded pyfunc gives the Python API's
 scores, and a real `mlflow models serve` subprocess answers POST /invocations with them, also under concurrent
 load (loopback only, bounded, stopped by process group), and answers bad input in one line. A student is served
-the same way: a tiny encoder student's model (built as tests/conftest.py's `encoder_student_writer` builds one, no
-smoke run needed) under the same concurrent load, every answer the Python API's."""
+the same way: a tiny text student's model (the encoder student and the attention student, built as
+tests/conftest.py's `text_student_writer` builds one, no smoke run needed) under the same concurrent load, every
+answer the Python API's."""
 import sys
 from pathlib import Path
 
@@ -100,14 +101,15 @@ def test_served_bad_input_is_one_line_with_the_projects_message(served_sst2):
     assert empty.status == 400 and empty.body["message"] == "text 1 is empty or whitespace only"
 
 
-@pytest.fixture(scope="module")
-def served_encoder_student(encoder_student_writer, tmp_path_factory):
-    """(URL, student folder): a tiny encoder student saved as the pyfunc model a registered student is
-    (`serving.save_model`, its classifier inside), served by a real `mlflow models serve` on a loopback port."""
+@pytest.fixture(scope="module", params=["student_encoder", "student_attention"])
+def served_text_student(request, text_student_writer, tmp_path_factory):
+    """(URL, student folder): a tiny text student (the encoder student, then the attention student) saved as the
+    pyfunc model a registered student is (`serving.save_model`, its classifier inside), served by a real `mlflow
+    models serve` on a loopback port."""
     from learned_attribution.adapters.serving import save_model
 
-    folder = tmp_path_factory.mktemp("encoder_student")
-    student = encoder_student_writer(folder)
+    folder = tmp_path_factory.mktemp(request.param)
+    student = text_student_writer(folder, request.param)
     model = save_model(student, folder / "classifier", folder / "model")
     with serving_load.start_server(str(model), None, folder / "serve.log") as url:
         yield url, student
@@ -117,10 +119,10 @@ STUDENT_TEXTS = ["the film was good", "not a very fun plot", "it was bad and bor
                  "the plot was very boring", "it was fun", "bad film", "the film was not good but it was fun"]
 
 
-def test_a_served_encoder_student_holds_under_concurrent_load_with_the_apis_answers(served_encoder_student):
+def test_a_served_text_student_holds_under_concurrent_load_with_the_apis_answers(served_text_student):
     """4 clients x 8 requests of 3 texts at once: every answer 200 and equal to the in-process explanation of the
     same texts (the student and its teacher, the default methods)."""
-    url, student = served_encoder_student
+    url, student = served_text_student
     explainer = StudentExplainer.from_folder(student, device="cpu")
     requests = serving_load.request_texts(STUDENT_TEXTS, 8, 3)
     expected = [[e.record() for e in explainer.explain(texts)] for texts in requests]

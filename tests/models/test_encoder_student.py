@@ -15,7 +15,7 @@ from learned_attribution.core.explainers import build_method
 from learned_attribution.core.explainers.apply import tokenizer_batch
 from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES, architecture
 from learned_attribution.core.models.artifacts import load_learned, save_learned
-from learned_attribution.core.models.learned import Variant, fit_encoder_variant, score_texts
+from learned_attribution.core.models.learned import Variant, fit_text_variant, score_texts
 from learned_attribution.core.models.learned.encoder import EncoderTokenHead, encoder_scores
 from learned_attribution.core.metrics.fidelity import mean_example_spearman
 
@@ -52,7 +52,7 @@ def test_an_encoder_student_trains_its_top_blocks_only_and_round_trips(family, t
     model, tokenizer = tiny_classifier(family)
     before = {k: v.clone() for k, v in model.base_model.state_dict().items()}
     train, val = teacher_texts(tokenizer, 16, 0), teacher_texts(tokenizer, 6, 1)
-    student = fit_encoder_variant(encoder_variant(), model, tokenizer, train, val,
+    student = fit_text_variant(encoder_variant(), model, tokenizer, train, val,
                                   settings=training_settings(batch_size=4, max_epochs=2, patience=2, seeds=1))
     assert student.reads_token_ids and not student.shape_free and student.own_threshold is None
     # The classifier itself is untouched; in the copy, only the last block (and the head) moved.
@@ -91,7 +91,7 @@ def test_an_encoder_student_learns_a_teacher_that_scores_the_token_on_texts_it_n
     train, val, test = (teacher_texts(tokenizer, n, seed) for n, seed in ((48, 0), (16, 1), (30, 2)))
     settings = training_settings(batch_size=8, max_epochs=30, patience=30, seeds=1)
     before = mean_example_spearman(encoder_scores(EncoderTokenHead.from_classifier(model, 2), test, tokenizer), test)
-    student = fit_encoder_variant(encoder_variant(encoder_blocks=2), model, tokenizer, train, val, settings=settings)
+    student = fit_text_variant(encoder_variant(encoder_blocks=2), model, tokenizer, train, val, settings=settings)
     after = mean_example_spearman(score_texts(student, test, tokenizer), test)
     assert after > 0.75 and after > before + 0.4
 

@@ -204,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     suggest.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="where trained folds and classifiers "
                                                                              "are (default: data/06_models)")
     suggest.add_argument("--batch-size", type=int, default=16)
+    suggest.add_argument("--seed", type=int, default=0, help="seeds the rule's k-means (default: 0)")
     suggest.add_argument("--max-length", type=int, help="subword tokens per text (default: the fold's, 128)")
     suggest.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
     suggest.set_defaults(run=suggest_command)
@@ -316,7 +317,7 @@ def suggest_command(args: argparse.Namespace) -> int:
     if "expnet_plus" in explainer.incompatible:  # the refit these texts are for could not read this classifier
         raise artifacts.IncompatibleClassifierError(explainer.incompatible["expnet_plus"])
     picked = suggest(explainer.classifier, texts, ids, args.k, max_length=explainer.max_length,
-                     batch_size=args.batch_size, source=args.input)
+                     batch_size=args.batch_size, seed=args.seed, source=args.input)
     _write("--output", args.output, annotation_file(picked, args.format))
     print(f"wrote {args.output} ({args.format}: {args.k} of {len(texts)} texts, each with its predicted class); "
           f"mark the words that support it, export, then: learned-attribution fit --rationales EXPORT --fold "

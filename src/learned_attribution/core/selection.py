@@ -1,6 +1,8 @@
-"""Which k of n examples to annotate: a greedy pick that trades how informative an example is against how far it is
-from the examples already picked (`weighted_farthest_first`). Pure numpy; the features and the informativeness are
-the caller's (`services/suggest.py`: the classifier's [CLS] representation and its uncertainty)."""
+"""Which k of n examples to annotate: the most typical example of each of k clusters (`cluster_picks`, the rule
+`learned-attribution suggest` uses), and a greedy pick that trades how informative an example is against how far it
+is from the examples already picked (`weighted_farthest_first`, the rule it measured better than:
+benchmarks/suggestion_rules.py). Numpy and scikit-learn's k-means; the features are the caller's
+(`services/suggest.py`: the classifier's [CLS] representation)."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,3 +41,43 @@ def weighted_farthest_first(features: np.ndarray, informativeness: np.ndarray, k
         available[best] = False
         distance = np.minimum(distance, np.linalg.norm(features - features[best], axis=1))
     return picked
+
+
+def cluster_picks(features: np.ndarray, k: int, seed: int, pick: str = "typical") -> list[int]:
+    """One row from each of k k-means clusters of `features` [n, d] (k-means++ seeded by `seed`), the clusters in
+    order of size (largest first, ties: the lower cluster label). `pick="typical"` takes the cluster's most typical
+    row, the one with the smallest mean distance to its nearest (up to 20) neighbours in the cluster (TypiClust,
+    Hacohen et al., ICML 2022: at low budgets typical and diverse rows teach more than the outliers farthest-first
+    favours), ties to the earlier row; `pick="random"` a seeded uniform row of the cluster (stratified sampling).
+    Where k-means finds fewer than k distinct clusters (duplicate rows), the rest are the most typical rows left
+    (`random`: seeded uniform ones)."""
+    from sklearn.cluster import KMeans
+
+    features = np.asarray(features, dtype=np.float64)
+    if features.ndim != 2:
+        raise ValueError(f"features {features.shape}: expected [n, d]")
+    if not 0 <= k <= len(features):
+        raise ValueError(f"k={k}: must be between 0 and the number of examples, {len(features)}")
+    if pick not in ("typical", "random"):
+        raise ValueError(f"pick={pick!r}: typical or random")
+    if k == 0:
+        return []
+    labels = KMeans(n_clusters=k, n_init=1, random_state=seed).fit(features).labels_
+    rng = np.random.default_rng(seed)
+    spread = np.zeros(len(features))  # mean distance to the nearest neighbours in the row's cluster
+    for cluster in np.unique(labels):
+        members = np.flatnonzero(labels == cluster)
+        if len(members) > 1:
+            rows = features[members]
+            squared = (rows ** 2).sum(axis=1)
+            distances = np.sqrt(np.maximum(squared[:, None] + squared[None, :] - 2.0 * rows @ rows.T, 0.0))
+            spread[members] = np.sort(distances, axis=1)[:, 1:min(20, len(members) - 1) + 1].mean(axis=1)
+    picked = []
+    for cluster in np.argsort(-np.bincount(labels, minlength=k), kind="stable"):
+        members = np.flatnonzero(labels == cluster)
+        if len(members):
+            picked.append(int(rng.choice(members)) if pick == "random"
+                          else int(members[np.argmin(spread[members])]))
+    rest = np.setdiff1d(np.arange(len(features)), picked)
+    rest = rng.permutation(rest) if pick == "random" else rest[np.argsort(spread[rest], kind="stable")]
+    return picked + [int(i) for i in rest[:k - len(picked)]]

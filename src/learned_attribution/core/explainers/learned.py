@@ -16,7 +16,8 @@ class LearnedMethod(AttributionMethod):
     """A trained `LearnedModel` applied to a classifier: its variant's signals from one pass (variants with
     gradient sets add a backward pass through the last layer, the `saliency` set through all layers), its input
     pipeline, its networks; an encoder student: the classifier's pass (its prediction), then the student's copy
-    of the encoder on the same ids."""
+    of the encoder on the same ids; an attention student: the classifier's pass (its prediction and hidden states),
+    then the student's layers on those hidden states."""
 
     family = "learned"
     classifies = True
@@ -28,12 +29,10 @@ class LearnedMethod(AttributionMethod):
         self.vocabulary = vocabulary
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
-        if self.model.reads_token_ids:  # an encoder student: the classifier's pass, then its encoder copy's
-            with torch.inference_mode():
-                logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-            target = logits.argmax(-1) if batch.target is None else batch.target
-            scores = self.model.token_scores(batch.input_ids, batch.attention_mask, target)
-            return Attribution(scores=scores.masked_fill(batch.special_mask, 0.0), model_calls=2, logits=logits)
+        if self.model.reads_token_ids:  # a text student: the classifier's pass, then the student's network
+            logits, scores = self.model.classify_and_score(model, batch.input_ids, batch.attention_mask, batch.target)
+            return Attribution(scores=scores.masked_fill(batch.special_mask, 0.0),
+                               model_calls=self.model.net.model_calls, logits=logits)
         signals, logits = signals_and_logits(model, batch.input_ids, batch.attention_mask, batch.target,
                                              self.model.variant.feature_sets, self.layer, self.vocabulary)
         # Only real tokens enter the network (within-example statistics must not see [CLS], [SEP], padding).

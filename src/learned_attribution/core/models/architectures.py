@@ -24,6 +24,10 @@ implementation with `output_attentions=True`; `output.hidden_states` holds the e
 block's output; a single text is framed `cls ... sep` (`<s> ... </s>` for RoBERTa, XLM-R, CamemBERT and MPNet),
 so [CLS] sits at position 0.
 
+A block's feed-forward width is the config's `intermediate_size` (DistilBERT's `hidden_dim`); hidden size, heads
+and depth are read through the config's standard names (`hidden_size`, `num_attention_heads`, `num_hidden_layers`),
+which DistilBERT's config maps onto its own.
+
 Not in the table: ALBERT (one block shared across depth, `encoder.albert_layer_groups`: a hook on "block l" would
 fire at every layer, and there is no per-layer module to read) and decoder families (GPT-2, T5, ...).
 
@@ -252,6 +256,7 @@ class Architecture:
     # (positions start at 0 or are relative). The rows up to it are unusable by a text.
     position_padding_idx: str | int | None = None
     hidden_states_argument: str = "hidden_states"  # a block's input hidden states: positional 0, or this keyword
+    feed_forward_attribute: str = "intermediate_size"  # the config field holding a block's feed-forward width
 
     def blocks(self, model: torch.nn.Module) -> torch.nn.ModuleList:
         """The classifier's transformer blocks, first to last."""
@@ -286,6 +291,12 @@ class Architecture:
             return (hidden, *args[1:]), kwargs
         return args, {**kwargs, self.hidden_states_argument: hidden}
 
+    def feed_forward_width(self, config: Any) -> int:
+        """The width of a block's feed-forward layer; 4 x the hidden size (the Transformer's ratio) where the config
+        does not say."""
+        width = getattr(config, self.feed_forward_attribute, None)
+        return int(width) if width else 4 * int(config.hidden_size)
+
     def reserved_positions(self, config: Any) -> int:
         """Rows of the position embeddings no text can use (RoBERTa-style ids start at padding_idx + 1)."""
         index = self.position_padding_idx
@@ -302,7 +313,7 @@ ARCHITECTURES: dict[str, Architecture] = {entry.model_type: entry for entry in (
                  position_padding_idx=_RELATIVE_TO_PAD),
     Architecture("xlm-roberta", "XLM-RoBERTa", "encoder.layer", SENTENCEPIECE, position_padding_idx=_RELATIVE_TO_PAD),
     Architecture("camembert", "CamemBERT", "encoder.layer", SENTENCEPIECE, position_padding_idx=_RELATIVE_TO_PAD),
-    Architecture("distilbert", "DistilBERT", "transformer.layer", WORDPIECE),
+    Architecture("distilbert", "DistilBERT", "transformer.layer", WORDPIECE, feed_forward_attribute="hidden_dim"),
     Architecture("electra", "ELECTRA", "encoder.layer", WORDPIECE),
     Architecture("deberta-v2", "DeBERTa-v2/v3", "encoder.layer", SENTENCEPIECE),
     Architecture("mpnet", "MPNet", "encoder.layer", WORDPIECE, position_padding_idx=1),  # MPNetEmbeddings: fixed 1

@@ -31,7 +31,7 @@ def frame_token_ids(tokenizer) -> list[int]:
 
 def special_token_mask(input_ids: torch.Tensor, attention_mask: torch.Tensor, special_ids: Sequence[int]) -> torch.Tensor:
     """True at the given special token ids (see `frame_token_ids`) and at padding."""
-    special = torch.isin(input_ids, torch.as_tensor(list(special_ids), dtype=input_ids.dtype))
+    special = torch.isin(input_ids, torch.as_tensor(list(special_ids), dtype=input_ids.dtype, device=input_ids.device))
     return special | (attention_mask == 0)
 
 

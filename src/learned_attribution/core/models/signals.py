@@ -218,6 +218,14 @@ def signal_rows(model: torch.nn.Module, tokenizer, examples, feature_sets: Seque
                               frame_token_ids(tokenizer), tokenizer, chunk_size, description)
 
 
+def explained_block(layer: int, n_layers: int) -> int:
+    """The block index (0 the first) of an explained `layer` (negative: counted from the last); its output is
+    `hidden_states[index + 1]` (`hidden_states[0]` is the embedding output)."""
+    if not -n_layers <= layer < n_layers:
+        raise ValueError(f"parameter layer={layer} is out of range for a model with {n_layers} layers")
+    return layer % n_layers
+
+
 def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        target: torch.Tensor | None, feature_sets: Sequence[str], layer: int = -1,
                        vocabulary: TokenVocabulary | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -228,10 +236,7 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
         raise ValueError(f"unknown feature sets {sorted(unknown)}; known: {list(KNOWN_SETS)}")
     family = architecture(model)  # an unsupported family fails here, naming the supported ones
     blocks = family.blocks(model)
-    n_layers = len(blocks)
-    if not -n_layers <= layer < n_layers:
-        raise ValueError(f"parameter layer={layer} is out of range for a model with {n_layers} layers")
-    layer = layer % n_layers
+    layer = explained_block(layer, len(blocks))
     device = model_device(model)  # every signal part on the model's device (position flags included)
     input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
     wants = set(feature_sets)

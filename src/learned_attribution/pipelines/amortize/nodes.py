@@ -102,9 +102,12 @@ def fit_student(classifier: TrainedClassifier, texts: pd.DataFrame, signals: pd.
                 settings: AmortizeSettings, max_length: int, compute: ComputeSettings, *, task: str
                 ) -> tuple[LearnedModel, pd.DataFrame]:
     """Every student variant trained on the teacher's scores (of the training `texts`, from their `signals` or their
-    token ids); the best on validation Spearman is the student."""
+    token ids, the attention student from the classifier's hidden states, computed on the compute device); the best on
+    validation Spearman is the student."""
+    compute.place(classifier.model)
     return fitted(classifier, texts, signals, teacher, settings.variants, settings.training_settings(), settings.val_fraction,
-                  settings.seed, compute.device, context=amortization.student_context(settings, max_length, task=task))
+                  settings.seed, compute.device, context=amortization.student_context(settings, max_length, task=task),
+                  layer=settings.layer)
 
 
 def evaluate_student(classifier: TrainedClassifier, student: LearnedModel, texts: pd.DataFrame, teacher: pd.DataFrame,

@@ -18,8 +18,9 @@ tests call alike:
 3. `student.student_signals`: the classifier's signals for the same texts.
 4. `student.fit_student`: every student variant trained on the teacher's scores (a seeded validation slice of the
    texts for early stopping): the per-token networks over the signals, the encoder student over the texts' token
-   ids (a copy of the classifier's encoder, `models/learned/encoder.py`); the one with the best validation Spearman
-   is the student.
+   ids (a copy of the classifier's encoder, `models/learned/encoder.py`), the attention student over the
+   classifier's hidden states (new attention layers, `models/learned/attention_student.py`); the one with the best
+   validation Spearman is the student.
 5. `scores.evaluate_student`: fidelity, faithfulness and throughput on held-out texts, against a reference teacher
    at `reference_factor` x the training budget (an independent draw for the sampling teachers).
 
@@ -104,7 +105,7 @@ def amortize(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str
                                       cache / "reference", dask=dask, **parts) if settings.reference_factor else None)
     signals = student_signals(classifier, train, settings.feature_sets, settings.layer, 2 * settings.batch_size)
     student, variants = fit_student(classifier, train, signals, run.scores, settings.variants, settings.training_settings(),
-                                    settings.val_fraction, settings.seed, device,
+                                    settings.val_fraction, settings.seed, device, layer=settings.layer,
                                     context=student_context(settings, max_length, **(context or {})))
     fidelity, faithful, cost = evaluate_student(classifier, student, held_out, held_teacher.scores,
                                                 None if reference is None else reference.scores, settings)

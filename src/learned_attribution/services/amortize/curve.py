@@ -28,7 +28,7 @@ def learning_curve(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teach
         n_texts = max(2, int(round(fraction * len(teacher_scores))))
         subset = teacher_scores.iloc[np.sort(order[:n_texts])]
         student, variants = fit_student(classifier, texts, signals, subset, settings.variants, settings.training_settings(),
-                                        settings.val_fraction, settings.seed)
+                                        settings.val_fraction, settings.seed, layer=settings.layer)
         scores, _ = scores_of(classifier, held_out, {"student": student_method(classifier, student, settings.layer)},
                               settings.batch_size)
         fidelity = fidelity_table({"student": scores}, reference_scores, settings.top_k_fractions, settings.n_boot,

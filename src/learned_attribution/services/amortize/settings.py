@@ -13,8 +13,10 @@ from .teacher import Teacher
 # The student variants: one over forward-pass signals only (about a forward pass in cost), one that adds the gradient
 # sets (one backward pass), and each of the two with the tokens' last hidden states (`hidden_state`: the token in its
 # context; globally standardised, since z-scores within the example would remove the text's shared representation);
-# and the encoder student, a copy of the classifier's encoder whose top four blocks and token head are trained (a
-# second forward pass; it reads how the tokens interact, which a per-token network cannot).
+# the encoder student, a copy of the classifier's encoder whose top four blocks and token head are trained (a
+# second forward pass; it reads how the tokens interact, which a per-token network cannot); and the attention
+# student, two new attention layers and a token head over the classifier's frozen hidden states (the classifier's own
+# pass, so one pass in all; only the small layers train, on hidden states computed once).
 _FORWARD_SETS = ("attention", "raw_attention_layers", "afn_norm", "position", "token_kind")
 _GRADIENT_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers",
                   "afn_norm", "position", "token_kind")
@@ -24,6 +26,9 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     "student_forward_hidden": {"feature_sets": (*_FORWARD_SETS, "hidden_state")},
     "student_gradient_hidden": {"feature_sets": (*_GRADIENT_SETS, "hidden_state")},
     "student_encoder": {"feature_sets": (), "network": "encoder", "learning_rate": 1.0e-4},
+    # 3e-4, not the encoder's 1e-4: its layers start from random weights, not from the classifier's, so they need the
+    # larger step usual for training small pre-norm Transformers from scratch with AdamW.
+    "student_attention": {"feature_sets": (), "network": "attention", "attention_layers": 2, "learning_rate": 3.0e-4},
 }
 DEFAULT_TRAINING: dict[str, Any] = {"hidden": 32, "alpha": 0.25, "gamma": 2.0, "learning_rate": 2.0e-3,
                                     "batch_size": 32, "batch_unit": "examples", "max_epochs": 60, "patience": 6,

@@ -1,5 +1,6 @@
 """The student: the classifier's signals, and the learned-explainer core trained on the teacher's scores (a
-per-token network over the signals, or an encoder student over the texts themselves)."""
+per-token network over the signals, or a text student over the texts themselves: an encoder student, or an
+attention student over the classifier's hidden states)."""
 from __future__ import annotations
 
 import logging
@@ -11,8 +12,9 @@ import torch
 
 from learned_attribution.core.metrics.fidelity import mean_example_spearman
 from learned_attribution.core.models.artifacts import classifier_fingerprint, classifier_signature
-from learned_attribution.core.models.learned import (TrainingSettings, Variant, fit_encoder_variant, fit_variant,
+from learned_attribution.core.models.learned import (TrainingSettings, Variant, fit_text_variant, fit_variant,
                                                      score_examples, score_texts)
+from learned_attribution.core.models.learned.recipe import TEXT_NETWORKS
 from learned_attribution.core.models.signals import model_columns, signal_rows
 
 logger = logging.getLogger(__name__)
@@ -59,10 +61,11 @@ def split_examples(example_ids: Sequence[str], fraction: float, seed: int) -> tu
 
 def fit_student(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teacher_scores: pd.DataFrame,
                 variants: Sequence[Variant], settings: TrainingSettings, val_fraction: float = 0.15, seed: int = 0,
-                device: str | torch.device = "cpu", context: dict | None = None):
+                device: str | torch.device = "cpu", context: dict | None = None, layer: int = -1):
     """Every variant trained to reproduce the teacher (objective `distill`, early stopping on the validation texts'
     mean per-example Spearman) on the teacher's `texts` (example_id, input_ids, predicted): a per-token variant from
-    their `signals`, an encoder student (`network: encoder`) from their token ids. Returns (the student: the variant
+    their `signals`, a text student (`network: encoder` or `attention`) from their token ids (the attention student
+    reads the classifier's hidden states at the explained `layer`). Returns (the student: the variant
     with the best validation Spearman, the table of every variant: name, description, mean per-example Spearman
     with the labels on its own training texts and on the validation texts, best epoch). The student's context
     records the classifier it is bound to."""
@@ -74,12 +77,12 @@ def fit_student(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teacher_
     config = classifier.model.config
     trained, table = {}, []
     for variant in variants:
-        if variant.network == "encoder":
+        if variant.network in TEXT_NETWORKS:
             train_texts = labelled[labelled["example_id"].isin(train_ids)]
-            model = fit_encoder_variant(variant, classifier.model, classifier.tokenizer, train_texts,
-                                        labelled[labelled["example_id"].isin(val_ids)], settings=settings,
-                                        device=device)
-            own = score_texts(model, train_texts, classifier.tokenizer)
+            model = fit_text_variant(variant, classifier.model, classifier.tokenizer, train_texts,
+                                     labelled[labelled["example_id"].isin(val_ids)], settings=settings, layer=layer,
+                                     device=device)
+            own = score_texts(model, train_texts, classifier.tokenizer, classifier=classifier.model)
         else:
             model = fit_variant(variant, train, val, columns=model_columns(variant.feature_sets, config), rho=0.2,
                                 settings=settings, device=device)

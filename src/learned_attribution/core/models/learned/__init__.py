@@ -8,7 +8,9 @@
 - `pseudo`: self-training's pseudo-rationales.
 - `training`: the one loop (`fit_variant`) and the trained `LearnedModel`.
 - `encoder`: the encoder student's network (a copy of the classifier's encoder with a token head, `network:
-  encoder`) and its loop, `fit_encoder_variant` (it reads token ids, not signal columns).
+  encoder`) and the one loop of the text students, which read token ids, not signal columns.
+- `attention_student`: the attention student's network (new self-attention layers and a token head over the
+  classifier's frozen hidden states, `network: attention`); both text students are trained by `fit_text_variant`.
 - `selection`: leave-one-training-task-out validation of candidate variants (the ablation's).
 
 The transfer ideas a variant may switch on:
@@ -34,13 +36,14 @@ both summed, or `listwise` (ListNet's top-one loss). Stopping: `example_auroc` (
 AUROC) or `token_auroc` (the pooled token AUROC, the paper's ExpNet's rule).
 """
 from .inputs import InputPipeline
-from .networks import GatedExpNet, SimplexStack, build_network, build_variant_network, head_of_columns
+from .networks import (GatedExpNet, SimplexStack, build_network, build_text_network, build_variant_network,
+                       head_of_columns)
 from .recipe import TrainingSettings, Variant
 from .selection import select_variant
-from .training import (LearnedModel, TransformedRows, calibrate_threshold, fit_encoder_variant, fit_variant,
+from .training import (LearnedModel, TransformedRows, calibrate_threshold, fit_text_variant, fit_variant,
                        score_examples, score_texts, transformed_rows, validation_auroc)
 
 __all__ = ["GatedExpNet", "InputPipeline", "LearnedModel", "SimplexStack", "TrainingSettings", "TransformedRows",
-           "Variant", "build_network", "build_variant_network", "calibrate_threshold", "fit_encoder_variant",
-           "fit_variant", "head_of_columns", "score_examples", "score_texts", "select_variant", "transformed_rows",
-           "validation_auroc"]
+           "Variant", "build_network", "build_text_network", "build_variant_network", "calibrate_threshold",
+           "fit_text_variant", "fit_variant", "head_of_columns", "score_examples", "score_texts", "select_variant",
+           "transformed_rows", "validation_auroc"]

@@ -12,11 +12,15 @@ scratch over the token signals lacked (docs/choices.md: it fit its training labe
 It costs one forward pass of the copy beside the classifier's own (the prediction), no backward pass. One network
 (not `seeds` side by side: each would be a copy of the encoder); the loss is the students' (`distillation_loss`),
 early stopping on the validation texts' mean per-example Spearman, as for every student.
+
+The loop here (`train_text_student`) and the scoring (`student_text_scores`) are every text student's: the encoder
+student's and the attention student's (`attention_student.py`), which differ only in what their network reads of a
+batch (`BatchInputs`: token ids, or the classifier's kept hidden states).
 """
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,7 +31,7 @@ from learned_attribution.core.metrics.fidelity import example_spearman
 
 from ..architectures import architecture
 from ..features import frame_token_ids, special_token_mask
-from ..runner import length_grouped_batches, pad_batch
+from ..runner import length_grouped_batches, model_device, pad_batch
 from .losses import distillation_loss
 from .recipe import TrainingSettings
 
@@ -47,6 +51,7 @@ class EncoderTokenHead(nn.Module):
     have `requires_grad`."""
 
     members = 1
+    model_calls = 2  # per text at explain time: the classifier's pass (its prediction), then the copy's
 
     def __init__(self, encoder: nn.Module, num_labels: int, trainable_blocks: int):
         super().__init__()
@@ -99,12 +104,43 @@ class EncoderTokenHead(nn.Module):
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return self.head(hidden)
 
+    def classify_and_score(self, classifier: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The classifier's logits [B, C] and this student's token scores [B, T, C] of the same texts."""
+        logits = classifier(input_ids=input_ids, attention_mask=attention_mask).logits
+        return logits, self(input_ids, attention_mask)
+
+    def text_inputs(self, classifier: nn.Module, tokenizer, texts: pd.DataFrame, batch_size: int,
+                    device: torch.device | str = "cpu") -> BatchInputs:
+        """What it reads of `texts`: their token ids (the classifier is not read)."""
+        return token_id_inputs(tokenizer)
+
 
 def text_batch(input_ids: Sequence[Sequence[int]], tokenizer, device: torch.device | str = "cpu"
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Padded ids, attention mask and the scored-token mask (not [CLS], [SEP], padding) of token id lists."""
     ids, attention_mask = pad_batch(input_ids, tokenizer.pad_token_id, device)
     return ids, attention_mask, ~special_token_mask(ids, attention_mask, frame_token_ids(tokenizer))
+
+
+# What a text student's network reads for one batch of texts: (texts: example_id, input_ids, ...; the batch's row
+# positions; the network's device) -> (the network's inputs, the [B, T] scored-token mask). The encoder student reads
+# the token ids (`token_id_inputs`), the attention student the classifier's hidden states (`attention_student.py`);
+# the loop, the scoring and the validation below are the same for both.
+BatchInputs = Callable[[pd.DataFrame, Sequence[int], torch.device], tuple[tuple[torch.Tensor, ...], torch.Tensor]]
+
+
+def token_id_inputs(tokenizer) -> BatchInputs:
+    """The encoder student's inputs: a batch's padded token ids and attention mask."""
+    def inputs(texts: pd.DataFrame, batch: Sequence[int], device: torch.device):
+        input_ids, attention_mask, scored = text_batch([texts["input_ids"].iat[i] for i in batch], tokenizer, device)
+        return (input_ids, attention_mask), scored
+    return inputs
+
+
+def explained_class(scores: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """[B, T] scores of the class each text explains (`target` [B]) from per-class token scores [B, T, C]."""
+    return scores.gather(-1, target.to(scores.device)[:, None, None].expand(*scores.shape[:2], 1))[..., 0]
 
 
 def _targets(scores: Sequence[Sequence[float]], scored: torch.Tensor) -> torch.Tensor:
@@ -118,48 +154,55 @@ def _targets(scores: Sequence[Sequence[float]], scored: torch.Tensor) -> torch.T
     return targets
 
 
-def class_scores(net: EncoderTokenHead, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                 target: torch.Tensor) -> torch.Tensor:
-    """[B, T] scores of the class each text explains (`target` [B])."""
-    scores = net(input_ids, attention_mask)
-    return scores.gather(-1, target.to(scores.device)[:, None, None].expand(*scores.shape[:2], 1))[..., 0]
+def _batch_scores(net: nn.Module, inputs: BatchInputs, texts: pd.DataFrame, batch: Sequence[int]
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """([B, T] scores of the class each text of the batch explains, [B, T] scored-token mask)."""
+    network_inputs, scored = inputs(texts, batch, model_device(net))
+    target = torch.as_tensor(texts["predicted"].to_numpy()[list(batch)], dtype=torch.long)
+    return explained_class(net(*network_inputs), target), scored
 
 
-def encoder_scores(net: EncoderTokenHead, examples: pd.DataFrame, tokenizer, batch_size: int = 32,
-                   device: torch.device | str = "cpu") -> pd.DataFrame:
-    """Token scores (example_id, scores over the scored tokens, as the teacher tables hold them) of every example
-    (example_id, input_ids, predicted)."""
+def student_text_scores(net: nn.Module, inputs: BatchInputs, examples: pd.DataFrame, batch_size: int = 32
+                        ) -> pd.DataFrame:
+    """A text student's token scores (example_id, scores over the scored tokens, as the teacher tables hold them) of
+    every example (example_id, input_ids, predicted), in length-grouped batches."""
     ids = list(examples["input_ids"])
     out: list[np.ndarray | None] = [None] * len(ids)
     net.eval()
     with torch.inference_mode():
         for batch in length_grouped_batches([len(i) for i in ids], batch_size, shuffle=False):
-            input_ids, attention_mask, scored = text_batch([ids[i] for i in batch], tokenizer, device)
-            target = torch.as_tensor(examples["predicted"].to_numpy()[batch], dtype=torch.long)
-            values = class_scores(net, input_ids, attention_mask, target).float().cpu()
+            values, scored = _batch_scores(net, inputs, examples, batch)
+            values, scored = values.float().cpu(), scored.cpu()
             for row, index in enumerate(batch):
-                out[index] = values[row][scored[row].cpu()].numpy()
+                out[index] = values[row][scored[row]].numpy()
     return pd.DataFrame({"example_id": list(examples["example_id"]), "scores": out})
 
 
-def _validation_spearman(net: EncoderTokenHead, val: pd.DataFrame, tokenizer, batch_size: int, device) -> float:
-    scored = encoder_scores(net, val, tokenizer, batch_size, device)
+def encoder_scores(net: EncoderTokenHead, examples: pd.DataFrame, tokenizer, batch_size: int = 32) -> pd.DataFrame:
+    """The encoder student's token scores of every example (see `student_text_scores`), where `net` is."""
+    return student_text_scores(net, token_id_inputs(tokenizer), examples, batch_size)
+
+
+def _validation_spearman(net: nn.Module, inputs: BatchInputs, val: pd.DataFrame, batch_size: int) -> float:
+    scored = student_text_scores(net, inputs, val, batch_size)
     groups = np.concatenate([np.full(len(s), k) for k, s in enumerate(scored["scores"])])
     values = example_spearman(np.concatenate(list(scored["scores"])),
                               np.concatenate([np.asarray(s, float) for s in val["scores"]]), groups)
     return float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
 
 
-def train_encoder(net: EncoderTokenHead, tokenizer, train: pd.DataFrame, val: pd.DataFrame, learning_rate: float,
-                  settings: TrainingSettings, device: torch.device | str = "cpu") -> tuple[list[dict], int, float]:
-    """Train `net` on `train` texts (example_id, input_ids, predicted, scores: the teacher's, one per scored token)
-    with the students' loss, stopping early on `val`'s mean per-example Spearman with their scores (`settings`: batch
-    size in texts, epochs, patience, seed); the net keeps its best epoch and ends on the CPU. Returns (history, best
-    epoch, best validation Spearman)."""
+def train_text_student(net: nn.Module, inputs: BatchInputs, train: pd.DataFrame, val: pd.DataFrame,
+                       learning_rate: float, settings: TrainingSettings, device: torch.device | str = "cpu"
+                       ) -> tuple[list[dict], int, float]:
+    """Train a text student `net` (its `trained_parameters`, AdamW at `learning_rate`) on `train` texts (example_id,
+    input_ids, predicted, scores: the teacher's, one per scored token), each batch read by `inputs`, with the
+    students' loss, stopping early on `val`'s mean per-example Spearman with their scores (`settings`: batch size in
+    texts, epochs, patience, seed); the net keeps its best epoch and ends on the CPU. Returns (history, best epoch,
+    best validation Spearman)."""
     net.to(device)
     optimizer = torch.optim.AdamW(net.trained_parameters(), lr=learning_rate)
     lengths = [len(i) for i in train["input_ids"]]
-    ids, scores, predicted = list(train["input_ids"]), list(train["scores"]), train["predicted"].to_numpy()
+    scores = list(train["scores"])
     history: list[dict] = []
     best, best_epoch, waited = -np.inf, 0, 0
     best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
@@ -167,16 +210,14 @@ def train_encoder(net: EncoderTokenHead, tokenizer, train: pd.DataFrame, val: pd
         net.train()
         total = 0.0
         for batch in length_grouped_batches(lengths, settings.batch_size, shuffle=True, seed=settings.seed + epoch):
-            input_ids, attention_mask, scored = text_batch([ids[i] for i in batch], tokenizer, device)
-            target = torch.as_tensor(predicted[batch], dtype=torch.long)
-            logits = class_scores(net, input_ids, attention_mask, target)
+            logits, scored = _batch_scores(net, inputs, train, batch)
             loss = distillation_loss(logits, _targets([scores[i] for i in batch], scored), scored)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             total += loss.item() * len(batch)
-        value = _validation_spearman(net, val, tokenizer, 2 * settings.batch_size, device)
-        history.append({"epoch": epoch, "train_loss": total / len(ids), "val_spearman": value,
+        value = _validation_spearman(net, inputs, val, 2 * settings.batch_size)
+        history.append({"epoch": epoch, "train_loss": total / len(train), "val_spearman": value,
                         "member_val_spearman": [value]})
         if value > best:
             best, best_epoch, waited = value, epoch, 0

@@ -1,6 +1,7 @@
 """The networks of the learned explainers: ExpNet's 2-layer network (optionally with per-head gates) and the convex
 stack, each holding `members` independent copies (seeds) side by side: inputs [..., F] -> logits [members, ...];
-and the encoder student's network (`encoder.EncoderTokenHead`: token ids -> per-class token scores). A network is
+and the text students' networks (`encoder.EncoderTokenHead`: token ids -> per-class token scores;
+`attention_student.AttentionTokenHead`: the classifier's hidden states -> per-class token scores). A network is
 rebuilt from its `architecture()` dict, as saved with a trained explainer."""
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from .attention_student import AttentionTokenHead
 from .encoder import EncoderTokenHead
 from .inputs import ANCHOR_SCALE
-from .recipe import TrainingSettings, Variant
+from .recipe import TEXT_NETWORKS, TrainingSettings, Variant
 
 
 class GatedExpNet(nn.Module):
@@ -104,6 +106,8 @@ def build_network(architecture: dict) -> nn.Module:
         return SimplexStack(**architecture)
     if kind == "EncoderTokenHead":
         return EncoderTokenHead.from_architecture(**architecture)
+    if kind == "AttentionTokenHead":
+        return AttentionTokenHead(**architecture)
     raise ValueError(f"unknown ExpNet+ network class {kind!r}")
 
 
@@ -117,12 +121,24 @@ def head_of_columns(columns: Sequence[str]) -> list[int]:
 
 
 def build_variant_network(variant: Variant, columns: Sequence[str], settings: TrainingSettings) -> nn.Module:
-    """A new (randomly initialised, from torch's global seed) network for `variant` over `columns` (an encoder
-    student's is built from its classifier: `EncoderTokenHead.from_classifier`)."""
-    if variant.network == "encoder":
-        raise ValueError(f"variant {variant.name!r}: an encoder student's network is a copy of its classifier's "
-                         "encoder (fit_encoder_variant), not a network over signal columns")
+    """A new (randomly initialised, from torch's global seed) network for `variant` over `columns` (a text
+    student's is built from its classifier: `build_text_network`)."""
+    if variant.network in TEXT_NETWORKS:
+        raise ValueError(f"variant {variant.name!r}: an {variant.network} student's network is built from its "
+                         "classifier (build_text_network), not over signal columns")
     if variant.network == "simplex":
         return SimplexStack(len(columns), members=settings.seeds)
     return GatedExpNet(len(columns), settings.hidden, head_of_columns(columns) if variant.gating else None,
                        members=settings.seeds)
+
+
+def build_text_network(variant: Variant, model: nn.Module, layer: int = -1) -> nn.Module:
+    """A new text student's network for classifier `model` (its new weights from torch's global seed): network
+    `encoder`, a copy of its encoder with its top `encoder_blocks` to train and a head; `attention`,
+    `attention_layers` new layers and a head over its hidden states at the explained `layer`."""
+    if variant.network == "encoder":
+        return EncoderTokenHead.from_classifier(model, variant.encoder_blocks)
+    if variant.network == "attention":
+        return AttentionTokenHead.for_classifier(model, variant.attention_layers, layer)
+    raise ValueError(f"variant {variant.name!r} (network {variant.network}) is not a text student: its network reads "
+                     "signal columns (build_variant_network)")

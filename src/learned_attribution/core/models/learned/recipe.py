@@ -10,7 +10,9 @@ from ..signals import KNOWN_SETS, SHAPE_FREE_SETS
 
 STANDARDISE = ("global", "per_task")
 OBJECTIVES = ("focal", "pairwise", "focal+pairwise", "listwise", "distill")
-NETWORKS = ("mlp", "simplex", "encoder")
+NETWORKS = ("mlp", "simplex", "encoder", "attention")
+# The students that read the text itself (its token ids, or the classifier's hidden states), not signal columns.
+TEXT_NETWORKS = ("encoder", "attention")
 PSEUDO_RULES = ("cheap", "agreement")
 SIGNS = ("signed", "magnitude")
 # example_auroc: the mean per-example validation AUROC (how the explainers are judged); token_auroc: the AUROC
@@ -35,9 +37,11 @@ class Variant:
     anchor: str | None = None  # a signal column the learned residual is added to (rank-normalised per example)
     anchor_weight: float = 1.0  # weight of the residual at prediction (0: the anchor alone)
     # mlp: ExpNet's 2-layer network; simplex: a convex stack of rank-normalised inputs; encoder: a copy of the
-    # classifier's encoder with a token head, reading the text itself (a student: `encoder.py`)
+    # classifier's encoder with a token head, reading the text itself (a student: `encoder.py`); attention: new
+    # self-attention layers and a token head over the classifier's frozen hidden states (`attention_student.py`)
     network: str = "mlp"
     encoder_blocks: int = 4  # network encoder: its top blocks that train (the rest stay the classifier's)
+    attention_layers: int = 2  # network attention: the new self-attention layers over the hidden states
     pseudo: str = "cheap"  # self-training's pseudo-rationale rule (see pseudo.pseudo_labels)
     signs: str = "signed"  # magnitude: signed columns enter as absolute values
     learning_rate: float | None = None  # Adam's step for this variant (None: TrainingSettings.learning_rate)
@@ -54,16 +58,17 @@ class Variant:
             if conflicting or self.standardise != "global":
                 raise ValueError(f"{where}: a simplex stack rank-normalises its inputs within the example, so it "
                                  f"takes no {conflicting or ['standardise: ' + self.standardise]}")
-        if self.network == "encoder":
+        if self.network in TEXT_NETWORKS:
             conflicting = [flag for flag in ("example_z", "gating", "anchor", "balance", "self_training")
                            if getattr(self, flag)]
             if self.feature_sets or conflicting or self.objective != "distill" or self.standardise != "global":
-                raise ValueError(f"{where}: an encoder student reads the text itself (feature_sets: []) and is "
-                                 f"trained on a teacher's scores (objective: distill), with no "
+                raise ValueError(f"{where}: an {self.network} student reads the text itself (feature_sets: []) and "
+                                 f"is trained on a teacher's scores (objective: distill), with no "
                                  f"{conflicting or 'input transforms'}")
-            if isinstance(self.encoder_blocks, bool) or not isinstance(self.encoder_blocks, int) \
-                    or self.encoder_blocks < 1:
-                raise ValueError(f"{where}: encoder_blocks={self.encoder_blocks!r} must be a positive integer")
+            depth = "encoder_blocks" if self.network == "encoder" else "attention_layers"
+            value = getattr(self, depth)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{where}: {depth}={value!r} must be a positive integer")
         if self.anchor is None and self.anchor_weight != 1.0:
             raise ValueError(f"{where}: anchor_weight needs an anchor column")
         if self.learning_rate is not None and not float(self.learning_rate) > 0:
@@ -71,7 +76,7 @@ class Variant:
         if not 0.0 <= float(self.anchor_weight) <= 1.0:
             raise ValueError(f"{where}: anchor_weight={self.anchor_weight!r} must be in [0, 1]")
         unknown = set(self.feature_sets) - set(KNOWN_SETS)
-        if (not self.feature_sets and self.network != "encoder") or unknown:
+        if (not self.feature_sets and self.network not in TEXT_NETWORKS) or unknown:
             raise ValueError(f"{where}: feature_sets {list(self.feature_sets)} must be a non-empty subset of "
                              f"{list(KNOWN_SETS)}")
         if (self.objective == "distill") != (self.stopping == "example_spearman"):
@@ -85,7 +90,7 @@ class Variant:
     def shape_free(self) -> bool:
         """Its input columns do not depend on the classifier's number of layers or heads: it reads
         any supported classifier."""
-        return self.network != "encoder" and set(self.feature_sets) <= set(SHAPE_FREE_SETS)
+        return self.network not in TEXT_NETWORKS and set(self.feature_sets) <= set(SHAPE_FREE_SETS)
 
     @property
     def reads_whole_examples(self) -> bool:
@@ -93,10 +98,13 @@ class Variant:
         return bool(self.example_z or self.anchor or self.network == "simplex")
 
     def describe(self) -> str:
+        rate = f", learning rate {self.learning_rate:g}" if self.learning_rate else ""
         if self.network == "encoder":
-            rate = f", learning rate {self.learning_rate:g}" if self.learning_rate else ""
             return (f"a copy of the classifier's encoder, its top {self.encoder_blocks} blocks and a token head "
                     f"trained, distill{rate}, stops on the example spearman")
+        if self.network == "attention":
+            return (f"the classifier's frozen hidden states, {self.attention_layers} new attention layers and a token "
+                    f"head trained, distill{rate}, stops on the example spearman")
         inputs = "within-example ranks" if self.network == "simplex" else f"{self.standardise} z"
         parts = ["+".join(self.feature_sets), inputs, self.objective]
         if self.network == "simplex":

@@ -5,7 +5,8 @@ on the training data, every row enters the network through that pipeline's `tran
 task's statistics), `settings.seeds` networks train side by side on the same batches (batches of whole examples
 or of single tokens, `settings.batch_unit`), each keeps its own best epoch by the variant's stopping rule (the
 mean per-example validation AUROC, or the paper's pooled token AUROC: `metrics.plausibility.example_aurocs` in
-both cases), and the threshold of the own rule is calibrated on the validation examples."""
+both cases), and the threshold of the own rule is calibrated on the validation examples. `fit_text_variant` trains
+a text student (network `encoder` or `attention`), which reads the text rather than signal columns."""
 from __future__ import annotations
 
 import logging
@@ -21,16 +22,19 @@ from learned_attribution.core.metrics.fidelity import example_spearman
 from learned_attribution.core.metrics.plausibility import (example_aurocs, mean_example_auroc, precision_recall_f1,
                                                        threshold_mask)
 
-from .encoder import EncoderTokenHead, class_scores, encoder_scores, train_encoder
+from ..runner import model_device
+from .attention_student import AttentionTokenHead
+from .encoder import EncoderTokenHead, explained_class, student_text_scores, train_text_student
 from .inputs import InputPipeline
 from .losses import objective
-from .networks import SimplexStack, build_variant_network
+from .networks import SimplexStack, build_text_network, build_variant_network
 from .pseudo import pseudo_labels
 from .recipe import TrainingSettings, Variant
 
 logger = logging.getLogger(__name__)
 
 PSEUDO_TASK = "pseudo"
+TEXT_STUDENTS = (EncoderTokenHead, AttentionTokenHead)  # the networks that read the text, not signal columns
 
 
 @dataclass
@@ -117,16 +121,20 @@ class LearnedModel:
 
     @property
     def reads_token_ids(self) -> bool:
-        """An encoder student: it reads the text's token ids (`token_scores`), not signal columns (`predict`)."""
-        return isinstance(self.net, EncoderTokenHead)
+        """A text student (encoder or attention): it reads the text's token ids through its classifier
+        (`classify_and_score`), not signal columns (`predict`)."""
+        return isinstance(self.net, TEXT_STUDENTS)
 
-    def token_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, target: torch.Tensor
-                     ) -> torch.Tensor:
-        """An encoder student's token probabilities [B, T] for the class each text explains (`target` [B]), on the
-        device of `input_ids`."""
+    def classify_and_score(self, classifier: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                           target: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A text student on a batch of texts: the classifier's logits [B, C] and the student's token probabilities
+        [B, T] for the class each text explains (`target` [B]; None: the predicted class), on the device of
+        `input_ids`. `net.model_calls` classifier-sized passes per text."""
         self.net.to(input_ids.device)
         with torch.inference_mode():
-            return torch.sigmoid(class_scores(self.net, input_ids, attention_mask, target).float())
+            logits, scores = self.net.classify_and_score(classifier, input_ids, attention_mask)
+            target = logits.argmax(-1) if target is None else target
+            return logits, torch.sigmoid(explained_class(scores, target).float())
 
     def predict(self, features: np.ndarray, example_ids: np.ndarray | None = None,
                 member: int | None = None) -> np.ndarray:
@@ -134,8 +142,8 @@ class LearnedModel:
         or one seed's network (`member`). `example_ids` (one per row) are needed by the variants that read whole
         examples (example_z, anchor, simplex)."""
         if self.reads_token_ids:
-            raise TypeError(f"{self.variant.name} is an encoder student: it reads token ids (token_scores), not "
-                            "signal columns")
+            raise TypeError(f"{self.variant.name} is an {self.variant.network} student: it reads token ids "
+                            "(classify_and_score), not signal columns")
         inputs, offsets = self.inputs.transform(features, example_ids)
         return self.network_probabilities(torch.as_tensor(inputs), 0.0 if offsets is None else torch.as_tensor(offsets),
                                           member)
@@ -325,24 +333,34 @@ def fit_variant(variant: Variant, train: pd.DataFrame, val: pd.DataFrame, *, col
     return model
 
 
-def fit_encoder_variant(variant: Variant, model: nn.Module, tokenizer, train: pd.DataFrame, val: pd.DataFrame, *,
-                        settings: TrainingSettings, device: torch.device | str = "cpu") -> LearnedModel:
-    """The encoder student of `variant` (network `encoder`) for classifier `model`: a copy of its encoder trained on
-    `train` texts (example_id, input_ids, predicted, scores: the teacher's, one per scored token), stopped early on
-    `val`'s (`encoder.train_encoder`; the step is the variant's learning_rate). Returned on the CPU."""
+def fit_text_variant(variant: Variant, model: nn.Module, tokenizer, train: pd.DataFrame, val: pd.DataFrame, *,
+                     settings: TrainingSettings, layer: int = -1, device: torch.device | str = "cpu"
+                     ) -> LearnedModel:
+    """The text student of `variant` for classifier `model`: network `encoder` (a copy of its encoder, its top
+    `encoder_blocks` trained) or `attention` (`attention_layers` new layers over its hidden states at the explained
+    `layer`, computed once), trained on `train` texts (example_id, input_ids, predicted, scores: the teacher's, one
+    per scored token) and stopped early on `val`'s by the one loop of the text students (`encoder.train_text_student`;
+    the step is the variant's learning_rate). The classifier is not changed. Returned on the CPU."""
     torch.manual_seed(settings.seed)
-    net = EncoderTokenHead.from_classifier(model, variant.encoder_blocks)
-    history, best_epoch, best = train_encoder(net, tokenizer, train, val, variant.learning_rate or
-                                              settings.learning_rate, settings, device)
+    net = build_text_network(variant, model, layer)
+    inputs = net.text_inputs(model, tokenizer, pd.concat([train, val], ignore_index=True), 2 * settings.batch_size,
+                             device)
+    history, best_epoch, best = train_text_student(net, inputs, train, val, variant.learning_rate or
+                                                   settings.learning_rate, settings, device)
     logger.info("%s: best epoch %d of %d, validation Spearman %.4f", variant.name, best_epoch, len(history), best)
     return LearnedModel(variant, InputPipeline([]), net, history=history, best_epoch=best_epoch,
                         member_best_epochs=[best_epoch], member_val_scores=[best])
 
 
-def score_texts(model: LearnedModel, examples: pd.DataFrame, tokenizer, batch_size: int = 32) -> pd.DataFrame:
-    """An encoder student's token scores (example_id, scores over the scored tokens) of texts (example_id, input_ids,
-    predicted)."""
-    return encoder_scores(model.net, examples, tokenizer, batch_size)
+def score_texts(model: LearnedModel, examples: pd.DataFrame, tokenizer, batch_size: int = 32,
+                classifier: nn.Module | None = None) -> pd.DataFrame:
+    """A text student's token scores (example_id, scores over the scored tokens) of texts (example_id, input_ids,
+    predicted); an attention student reads `classifier`'s hidden states (the one it was trained for)."""
+    if classifier is None and isinstance(model.net, AttentionTokenHead):
+        raise ValueError(f"{model.variant.name} is an attention student: it reads its classifier's hidden states, "
+                         "pass classifier=")
+    inputs = model.net.text_inputs(classifier, tokenizer, examples, batch_size, model_device(model.net))
+    return student_text_scores(model.net, inputs, examples, batch_size)
 
 
 @dataclass(frozen=True)
