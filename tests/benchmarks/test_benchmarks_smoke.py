@@ -295,3 +295,37 @@ def test_stage_benchmark_refuses_slow_kernels_without_avx2(monkeypatch, tmp_path
     monkeypatch.setattr(stage_benchmark, "cpu_flags", lambda: {"sse2", "neon"})
     with pytest.raises(SystemExit, match="lacks AVX2: the slow kind's kernels"):
         stage_benchmark.main(["--output-dir", str(tmp_path)])
+
+
+def test_label_budget_grid_keeps_the_reference_and_says_when_the_student_is_apart(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import label_budget_grid as grid
+
+    # the same reference at every point: 2,000 samples, seed 1 (the teacher's seed 0, plus one)
+    for samples, factor in ((200, 10), (50, 40)):
+        params = dict(p.split("=") for p in grid.point_params(4 * 2000 // samples, samples, 60).split(","))
+        assert params["amortize.reference_factor"] == str(factor)
+        assert params["amortize.teacher.settings.seed"] == "0" and params["compute.bf16"] == "false"
+    with pytest.raises(SystemExit, match="multiple"):
+        grid.point_params(600, 300, 60)
+    folder = tmp_path / "sst2_600x200"
+    folder.mkdir()
+    teacher = "teacher (kernel_shap (n_samples 200, seed 0))"
+    pd.DataFrame({"method": ["student", teacher], "spearman": [0.80, 0.70], "spearman_low": [0.76, 0.66],
+                  "spearman_high": [0.84, 0.74], "n_examples": [60, 60]}).to_csv(folder / "sst2_fidelity.csv")
+    pd.DataFrame({"method": ["student", teacher, "saliency"], "comprehensiveness": [0.27, 0.30, 0.2],
+                  "comprehensiveness_low": [0.2] * 3, "comprehensiveness_high": [0.4] * 3}).to_csv(
+        folder / "sst2_faithfulness.csv")
+    pd.DataFrame({"method": ["forward", "student", "saliency", teacher],
+                  "ratio_to_forward": [1.0, 0.5, 0.5, 0.01]}).to_csv(folder / "sst2_cost.csv")
+    pd.DataFrame({"variant": ["student_attention", "student_encoder"], "train_spearman": [0.9, 0.8],
+                  "val_spearman": [0.75, 0.7], "best_epoch": [5, 9], "selected": [True, False], "n_train": [510] * 2,
+                  "n_val": [90] * 2}).to_csv(folder / "sst2_variants.csv")
+    (folder / "wall_s").write_text("600\n")
+    row = grid.grid_row("sst2", 600, 200, folder)
+    assert row["beats_labels"] and row["apart"]  # 0.76 is above 0.74
+    assert row["teacher_passes"] == 120_000 and row["selected"] == "student_attention"
+    assert row["comprehensiveness_ratio"] == pytest.approx(0.9) and row["throughput_x_teacher"] == pytest.approx(50)
+    assert row["val_student_encoder"] == 0.7 and row["wall_min"] == 10
+    assert "| sst2 600x200 (600, n = 60) | 0.800 [0.760, 0.840] | 0.700 [0.660, 0.740] | yes |" in \
+        grid.students_table({"sst2 600x200": grid.point_tables("sst2", folder)})

@@ -210,12 +210,15 @@ def test_the_summary_counts_the_draws_apart_from_the_best_baseline():
                 "auroc_low": auroc - 0.02, "auroc_high": auroc + 0.02, "f1_matched": f1, "f1_matched_low": f1 - 0.02,
                 "f1_matched_high": f1 + 0.02, "auroc_incorrect": auroc - 0.1}
     curves = pd.DataFrame([row("few-shot", 0, 0.70, 0.40), row("few-shot", 8, 0.74, 0.45),
-                           row("few-shot", 8, 0.80, 0.50, repeat=1), row("suggested", 8, 0.90, 0.60),
+                           row("few-shot", 8, 0.80, 0.50, repeat=1), row("suggested", 8, 0.90, 0.45),
                            row("best baseline", None, 0.72, 0.42, "gae"), row("saliency", None, 0.71, 0.41, "saliency")])
     summary = curve_summary(curves).set_index("k")
     assert list(summary.index) == [0, 8] and summary.at[8, "draws"] == 2  # the suggested row is beside the draws
-    assert summary.at[8, "suggested_auroc"] == 0.90 and summary.at[8, "suggested_f1_matched"] == 0.60
+    assert summary.at[8, "suggested_auroc"] == 0.90 and summary.at[8, "suggested_f1_matched"] == 0.45
     assert np.isnan(summary.at[0, "suggested_auroc"])
+    # 0.88 is above the baseline's 0.74; F1's 0.43 is not above its 0.44
+    assert summary.at[8, "suggested_auroc_apart"] and not summary.at[8, "suggested_f1_matched_apart"]
+    assert not summary.at[0, "suggested_auroc_apart"]
     assert summary.at[8, "auroc"] == pytest.approx(0.77) and summary.at[8, "auroc_draw_min"] == pytest.approx(0.74)
     # 0.74 - 0.02 = 0.72 is not above 0.74 (the baseline's high); 0.78 is
     assert summary.at[8, "auroc_draws_apart"] == 1 and summary.at[0, "auroc_draws_apart"] == 0
@@ -253,6 +256,7 @@ def test_each_metric_is_compared_with_the_best_baseline_by_that_metric():
                 "auroc_high": auroc + 0.02, "f1_matched": f1, "f1_matched_low": f1 - 0.02,
                 "f1_matched_high": f1 + 0.02, "auroc_incorrect": auroc - 0.1}
     curves = pd.DataFrame([row("few-shot", 0, 0.70, 0.40), row("few-shot", 8, 0.80, 0.45),
+                           row("suggested", 8, 0.81, 0.46),
                            row("best baseline", None, 0.72, 0.40, "saliency"),
                            row("best baseline (F1)", None, 0.70, 0.48, "attention_x_gradient"),
                            row("saliency", None, 0.72, 0.40, "saliency")])
@@ -265,6 +269,8 @@ def test_each_metric_is_compared_with_the_best_baseline_by_that_metric():
         [{"fold": "heldout_x", "k": 8, "prior": "fold", "variant": "stack", "schedule": "steps=3", "refits": 2,
           "n_train_examples": 8, "val_auroc": 0.65, "val_auroc_min": 0.61, "chosen": True, "prior_val_auroc": 0.6}]))
     assert "Every refit takes the one schedule: steps=3." in page
+    # the suggested refit: AUROC 0.79 above saliency's 0.74 (starred), F1 0.44 not above attention_x_gradient's 0.50
+    assert page.count("| 0.810* / 0.460 |") == 1
     assert "| heldout_x | 8 | stack | 0.650 (lowest 0.610) | 0.600 | yes |" in page
     assert ("Best baseline: by AUROC saliency, AUROC 0.720 [0.700, 0.740]; by matched F1 attention_x_gradient, "
             "matched F1 0.480 [0.460, 0.500]. At no k is every draw above saliency in AUROC and above "

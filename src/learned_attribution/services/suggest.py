@@ -11,7 +11,7 @@ into k clusters, and from each, largest cluster first, the rule picks its most t
 nearest neighbours (`core.selection.cluster_picks`). The k texts spread over what the classifier reads, without the
 outliers and hard cases that farthest-first traversal or uncertainty favour: those are often mispredicted, and their
 human rationales support the class the classifier did not predict, while its explainers explain the predicted one.
-`benchmarks/suggestion_rules.py` measured it at the level of k random texts (0.001 AUROC above them on average,
+`benchmarks/suggestion_rules.py` measured it at the level of k random texts (0.003 AUROC above them on average,
 paired by refit seed over three folds, k = 8, 32, 128 and five seeds), where uncertainty x diversity was 0.015
 below (docs/fewshot.md, "Which examples to annotate"). The few-shot curve's `suggested` row
 (services/evaluation/fewshot.py) measures it on every run."""

@@ -291,7 +291,8 @@ def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
     best baseline by that metric: AUROC against the best by AUROC (`best_baseline`), matched F1 against the best by
     matched F1 (`best_baseline_by_f1`; the same method where no `BEST_BASELINE_F1` row differs), each baseline's
     value and interval, and in how many draws the refit is above it with the intervals apart; and the `suggested`
-    row's AUROC and matched F1 (the k examples `suggest`'s rule picks; NaN at k = 0)."""
+    row's AUROC and matched F1 (the k examples `suggest`'s rule picks; NaN at k = 0), each with whether its interval
+    is apart above that metric's best baseline (`suggested_auroc_apart`, `suggested_f1_matched_apart`)."""
     rows = []
     for fold, group in curves.groupby("fold", sort=False):
         best = group[group["role"] == BEST_BASELINE].iloc[0]
@@ -311,8 +312,10 @@ def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
             row.update({"auroc_incorrect": draws["auroc_incorrect"].mean(),
                         "saliency_auroc_incorrect": saliency["auroc_incorrect"].iloc[0] if len(saliency) else np.nan})
             suggested = group[(group["role"] == SUGGESTED) & (group["k"] == k)]
-            for metric in ("auroc", "f1_matched"):  # beside the draws, not in their mean
+            for metric, reference in references.items():  # beside the draws, not in their mean
                 row[f"suggested_{metric}"] = suggested[metric].iloc[0] if len(suggested) else np.nan
+                row[f"suggested_{metric}_apart"] = bool(len(suggested)) and bool(
+                    suggested[f"{metric}_low"].iloc[0] > reference[f"{metric}_high"])
             rows.append(row)
     return pd.DataFrame(rows)
 

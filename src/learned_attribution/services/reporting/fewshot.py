@@ -20,6 +20,16 @@ def best_by_f1(row: pd.Series) -> str:
     return row.get("best_baseline_by_f1", row["best_baseline"])
 
 
+def _suggested(row: pd.Series) -> str:
+    """The suggested refit's AUROC / matched F1, each starred where its interval is apart above the best baseline's
+    by that metric; empty at k = 0."""
+    auroc = row.get("suggested_auroc", float("nan"))
+    if auroc != auroc:
+        return ""
+    star = {m: "*" if bool(row.get(f"suggested_{m}_apart", False)) else "" for m in ("auroc", "f1_matched")}
+    return f"{auroc:.3f}{star['auroc']} / {row['suggested_f1_matched']:.3f}{star['f1_matched']}"
+
+
 def _cell(row: pd.Series, metric: str) -> str:
     return (f"{row[metric]:.3f} [{row[f'{metric}_low']:.3f}, {row[f'{metric}_high']:.3f}] "
             f"(draws {row[f'{metric}_draw_min']:.3f}-{row[f'{metric}_draw_max']:.3f})")
@@ -38,7 +48,8 @@ def fewshot_page(summary: pd.DataFrame, priors: pd.DataFrame) -> str:
              "held-out rationale test set with the matched top-k budget; the prior of each k is chosen "
              "on the training tasks (last section). A cell is the draws' mean, its bootstrap 95% interval (averaged "
              "over the draws) and the lowest and highest draw; k = 0 is the fold's cross-task explainer. `suggested`: "
-             "the refit on the k examples `learned-attribution suggest`'s rule picks from the same pool. `apart`: "
+             "the refit on the k examples `learned-attribution suggest`'s rule picks from the same pool (* where its interval "
+             "is apart above the best baseline's). `apart`: "
              "draws whose interval lies above the best baseline's, each metric against the best baseline by that metric "
              "(AUROC against the best by AUROC, matched F1 against the best by matched F1; on some folds two "
              "methods).", ""]
@@ -52,9 +63,7 @@ def fewshot_page(summary: pd.DataFrame, priors: pd.DataFrame) -> str:
             "F1 apart": rows["f1_matched_draws_apart"].astype(str) + "/" + rows["draws"].astype(str),
             "AUROC, mispredicted": rows["auroc_incorrect"],
             "saliency, mispredicted": rows["saliency_auroc_incorrect"],
-            "suggested: AUROC / F1": [f"{a:.3f} / {f:.3f}" if a == a else "" for a, f in
-                                      zip(rows.get("suggested_auroc", pd.Series(float("nan"), rows.index)),
-                                          rows.get("suggested_f1_matched", pd.Series(float("nan"), rows.index)))]})
+            "suggested: AUROC / F1": [_suggested(row) for _, row in rows.iterrows()]})
         winning = rows[(rows["auroc_draws_apart"] == rows["draws"]) & (rows["f1_matched_draws_apart"] == rows["draws"])]
         above = (f"{first['best_baseline']} on both AUROC and matched F1"
                  if best_by_f1(first) == first["best_baseline"] else
