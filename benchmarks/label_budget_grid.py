@@ -31,7 +31,7 @@ import pandas as pd
 
 from learned_attribution.core.tasks import TASKS
 from learned_attribution.services.reporting.amortize import STUDENT_TABLES, student_variants_table, students_table
-from learned_attribution.services.reporting.tables import markdown_table
+from learned_attribution.services.reporting.tables import table_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "08_reporting" / "benchmarks" / "label_budget_grid"
@@ -98,6 +98,23 @@ def grid_row(task: str, texts: int, samples: int, folder: Path) -> dict:
             "wall_min": float((folder / "wall_s").read_text()) / 60}
 
 
+def grid_markdown(grid: pd.DataFrame) -> str:
+    """The grid as a table to read: per point, both Spearmans with their intervals, whether the student is above
+    its labels and apart, its comprehensiveness as a multiple of the teacher's, its cost and throughput, the variant
+    kept and the two text students' validation Spearman, the point's wall time."""
+    rows = [[f"{r.task} {r.texts} x {r.samples}", f"{r.teacher_passes:,}",
+             f"{r.student_spearman:.3f} [{r.student_low:.3f}, {r.student_high:.3f}]",
+             f"{r.labels_spearman:.3f} [{r.labels_low:.3f}, {r.labels_high:.3f}]",
+             "apart" if r.apart else ("yes" if r.beats_labels else "no"), f"{r.comprehensiveness_ratio:.2f}x",
+             f"{1 / r.student_x_forward:.2f}x", f"{r.throughput_x_teacher:.0f}x", r.selected,
+             f"{r.val_student_encoder:.3f} / {r.val_student_attention:.3f}", f"{r.wall_min:.1f}"]
+            for r in grid.itertuples()]
+    return table_lines(["point (texts x samples)", "teacher passes", "student: Spearman with the reference",
+                        "its labels", "student above its labels", "comprehensiveness vs teacher",
+                        "student's cost (x a forward pass)", "throughput vs teacher", "student kept",
+                        "validation: encoder / attention student", "wall (min)"], rows)
+
+
 def main() -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=list(TASKS), required=True)
@@ -114,7 +131,7 @@ def main() -> pd.DataFrame:
     done = [(t, s) for t, s in points if (OUT / f"{args.task}_{t}x{s}" / "done").exists()]
     grid = pd.DataFrame([grid_row(args.task, t, s, OUT / f"{args.task}_{t}x{s}") for t, s in done])
     tables = {f"{args.task} {t}x{s}": point_tables(args.task, OUT / f"{args.task}_{t}x{s}") for t, s in done}
-    text = "\n\n".join([markdown_table(grid.round(3)), students_table(tables),
+    text = "\n\n".join([grid_markdown(grid), students_table(tables),
                         student_variants_table(tables)])
     OUT.mkdir(parents=True, exist_ok=True)
     grid.to_csv(OUT / f"{args.task}_grid.csv", index=False)

@@ -327,5 +327,7 @@ def test_label_budget_grid_keeps_the_reference_and_says_when_the_student_is_apar
     assert row["teacher_passes"] == 120_000 and row["selected"] == "student_attention"
     assert row["comprehensiveness_ratio"] == pytest.approx(0.9) and row["throughput_x_teacher"] == pytest.approx(50)
     assert row["val_student_encoder"] == 0.7 and row["wall_min"] == 10
+    assert ("| sst2 600 x 200 | 120,000 | 0.800 [0.760, 0.840] | 0.700 [0.660, 0.740] | apart | 0.90x | 2.00x | 50x | "
+            "student_attention | 0.700 / 0.750 | 10.0 |") in grid.grid_markdown(pd.DataFrame([row]))
     assert "| sst2 600x200 (600, n = 60) | 0.800 [0.760, 0.840] | 0.700 [0.660, 0.740] | yes |" in \
         grid.students_table({"sst2 600x200": grid.point_tables("sst2", folder)})
