@@ -331,3 +331,20 @@ def test_label_budget_grid_keeps_the_reference_and_says_when_the_student_is_apar
             "student_attention | 0.700 / 0.750 | 10.0 |") in grid.grid_markdown(pd.DataFrame([row]))
     assert "| sst2 600x200 (600, n = 60) | 0.800 [0.760, 0.840] | 0.700 [0.660, 0.740] | yes |" in \
         grid.students_table({"sst2 600x200": grid.point_tables("sst2", folder)})
+
+
+def test_label_budget_grid_runs_what_its_tables_need_and_not_the_main_job(monkeypatch):
+    """The nodes a point runs write every table the grid reads, and read nothing of the main job's folds, so the
+    grid runs after the classifiers alone."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import label_budget_grid as grid
+    from learned_attribution.pipelines import amortize
+    from learned_attribution.services.reporting.amortize import STUDENT_TABLES
+
+    namespace = "student_sst2"
+    point = amortize.create_pipeline().filter(node_namespaces=[namespace],
+                                              to_nodes=[f"{namespace}.{name}" for name in grid.NODES])
+    outputs = {name.removeprefix(f"{namespace}.").removeprefix("student_") for name in point.all_outputs()}
+    assert set(STUDENT_TABLES) - outputs == {"plausibility"}  # the one table the grid reads only where present
+    assert "bundle" in outputs
+    assert not [name for name in point.inputs() if name.startswith("heldout_")]
