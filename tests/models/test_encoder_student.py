@@ -7,7 +7,6 @@ from 48 texts, on texts the student never saw."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 
@@ -20,30 +19,12 @@ from learned_attribution.core.models.learned.encoder import EncoderTokenHead, en
 from learned_attribution.core.metrics.fidelity import mean_example_spearman
 
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/models/conftest.py
+
+
 def encoder_variant(**overrides) -> Variant:
     return Variant(**{"name": "student_encoder", "feature_sets": (), "network": "encoder", "objective": "distill",
                       "stopping": "example_spearman", "encoder_blocks": 1, "learning_rate": 3e-3, **overrides})
-
-
-@pytest.fixture
-def teacher_texts(sentiment_sentences):
-    """`teacher_texts(tokenizer, n, seed)`: `n` sentiment sentences (tests/conftest.py), each explained for a random
-    class, the teacher's score of a token 1 when it spells a sentiment word and 0 otherwise (one score per scored
-    token: not [CLS], [SEP])."""
-    def make(tokenizer, n: int, seed: int) -> pd.DataFrame:
-        sentences = sentiment_sentences(tokenizer, n, seed, classes=2)
-        return pd.DataFrame({"example_id": [f"t{seed}_{i}" for i in sentences["index"]],
-                             "input_ids": sentences["input_ids"], "predicted": sentences["predicted"],
-                             "scores": [np.asarray(marks[1:-1], dtype=float) for marks in sentences["sentiment"]]})
-    return make
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: threads cost more than they give
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("family", SUPPORTED_MODEL_TYPES)
