@@ -6,8 +6,8 @@ classifier with `max_texts` = N and KernelSHAP at S samples (seed 0), N x S the 
 cost is its forward passes), and the same reference: the teacher at 2,000 samples with seed 1 (`reference_factor` =
 2000 / S) on the same held-out texts (they do not depend on N), so its cached parts are computed once and every point
 is judged against the same reference. Every default student variant trains at every point and the one with the best
-validation Spearman is kept, as in the pipeline.
-It needs the task classifiers (`kedro run --pipeline classifiers`, or the main job).
+validation Spearman is kept, as in the pipeline. It needs the task classifiers only (`kedro run --pipeline
+classifiers`, or the main job).
 
     python benchmarks/label_budget_grid.py --task sst2                       # 600x200 1200x100 2400x50, 60 held out
     python benchmarks/label_budget_grid.py --task cola --points 1000x200 4000x50 --held-out 100
