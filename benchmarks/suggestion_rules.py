@@ -8,11 +8,11 @@ draws: a rule's repeat r is refit with draw r's seed, and the seeded rules seed 
 difference from the random draw of the same repeat reads the picks, not the refit's seed. Rules:
 
 - `uncertainty x diversity`: the classifier's uncertainty x the distance to the nearest pick in its [CLS] space
-  (`core.selection.weighted_farthest_first`; `suggest`'s first rule);
+  (`core.picking.weighted_farthest_first`; `suggest`'s first rule);
 - `diversity`: the same traversal with every weight 1 (greedy k-center from the most typical text);
 - `confidence x diversity`: weighted by the largest class probability instead;
 - `uncertainty`: the k most uncertain texts;
-- `typical per cluster`: the most typical text of each of k k-means clusters (`core.selection.cluster_picks`,
+- `typical per cluster`: the most typical text of each of k k-means clusters (`core.picking.cluster_picks`,
   TypiClust; `suggest`'s rule);
 - `random per cluster`: one seeded random text of each cluster (stratified sampling).
 
@@ -37,14 +37,14 @@ import pandas as pd
 
 from learned_attribution.core.models.learned import transformed_rows
 from learned_attribution.core.models.learned.fewshot import fine_tune
-from learned_attribution.core.selection import cluster_picks, weighted_farthest_first
+from learned_attribution.core.picking import cluster_picks, weighted_farthest_first
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 from learned_attribution.pipelines import token_table
 from learned_attribution.services.evaluation.fewshot import annotated_pool, draw, fewshot_settings
 from learned_attribution.services.evaluation.protocol import learned_rationale_scores, scored_examples
 from learned_attribution.services.reporting.tables import markdown_table
 from learned_attribution.services.config import scoring_settings
-from learned_attribution.services.suggest import pool_candidates
+from learned_attribution.services.fewshot.suggest import pool_candidates
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "08_reporting" / "benchmarks"

@@ -1,4 +1,4 @@
-"""Which examples to annotate (`core/selection.py`, `services/suggest.py`, `learned-attribution suggest`): the
+"""Which examples to annotate (`core/picking.py`, `services/fewshot/suggest.py`, `learned-attribution suggest`): the
 cluster pick's and the greedy pick's known answers on hand-made points, the CLI on the tiny fold writing each format in a structure the rationale
 reader imports back once a span is marked, and bad input in one line."""
 import json
@@ -10,10 +10,10 @@ import pytest
 from learned_attribution.adapters.cli import main
 from learned_attribution.core.data.rationales import read_rationale_file
 from learned_attribution.core.errors import InputError
-from learned_attribution.core.selection import cluster_picks, weighted_farthest_first
+from learned_attribution.core.picking import cluster_picks, weighted_farthest_first
 from learned_attribution.services.bundle import task_classifier
 from learned_attribution.core.models.projection import project_batch
-from learned_attribution.services.suggest import annotation_file, represent, suggest, uncertainty
+from learned_attribution.services.fewshot.suggest import annotation_file, represent, suggest, uncertainty
 
 TEXTS = ["the movie is great and fun", "the plot was boring", "a very bad film !", "this story is so slow",
          "the actors were funny", "it was not good", "love it", "hate this dull end", "a sharp and sad story",

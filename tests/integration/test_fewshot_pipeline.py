@@ -41,7 +41,7 @@ def test_k_zero_is_the_folds_explainer_and_every_k_has_its_draws(fewshot_run):
         for metric, column in (("auroc", "auroc"), ("f1_matched", "f1")):
             assert prior[metric] == pytest.approx(own[column], abs=1e-4), (fold, metric)
         moved.append((shots.loc[shots["k"] == 8, "auroc"] != prior["auroc"]).any())
-        # beside the draws, the suggestion rule's 8 examples of the same pool (services/suggest.py), refit with the
+        # beside the draws, the suggestion rule's 8 examples of the same pool (services/fewshot/suggest.py), refit with the
         # k's prior and schedule and scored as a draw is
         suggested = rows[rows["role"] == "suggested"]
         assert list(suggested["k"]) == [8] and list(suggested["repeat"]) == [0]

@@ -302,7 +302,7 @@ def fit_rationales_command(args: argparse.Namespace, output: Path) -> int:
 
 def suggest_command(args: argparse.Namespace) -> int:
     from learned_attribution.core.models import artifacts
-    from learned_attribution.services.suggest import annotation_file, check_format, suggest
+    from learned_attribution.services.fewshot.suggest import annotation_file, check_format, suggest
 
     check_format(args.format, args.output)
     check_output("--output", args.output)

@@ -59,7 +59,7 @@ def fewshot_curve(priors: dict[str, LearnedModel], signals: Parts, predictions: 
                   settings: FewShotCurveSettings, refits: dict[int, Refit], classifier: TrainedClassifier,
                   compute: ComputeSettings, *, fold: str) -> pd.DataFrame:
     """Each k's prior refit on k annotated held-out examples for every k and draw (with that k's schedule), and on
-    the k examples the suggestion rule picks with the held-out classifier (services/suggest.py), scored on the
+    the k examples the suggestion rule picks with the held-out classifier (services/fewshot/suggest.py), scored on the
     held-out rationale test set beside the best baseline and saliency."""
     compute.place(classifier.model)
     return fewshot.curve(priors, token_table(signals), predictions, fold_metrics, float(fold_bundle.card["rho"]),

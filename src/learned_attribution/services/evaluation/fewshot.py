@@ -30,7 +30,7 @@ from learned_attribution.core.models.learned.fewshot import (FOLD_PRIOR, ChosenR
 from learned_attribution.core.models.loading import TrainedClassifier
 
 from ..config import ScoringSettings, block, positive_int, variant
-from ..suggest import Candidates, pick, pool_candidates
+from ..fewshot.suggest import Candidates, pick, pool_candidates
 from .folds import (candidate_columns, check_training_tasks, cross_task_inputs, fit_cross_task, rationale_tokens,
                     signal_tables)
 from .protocol import (as_learned_row, learned_rationale_scores, matched_baselines, rationale_test_examples,
@@ -214,7 +214,7 @@ def draw(pool_ids: Sequence[str], k: int, repeat: int, seed: int) -> list[str]:
     return [pool_ids[i] for i in sorted(rng.choice(len(pool_ids), size=k, replace=False))]
 
 
-SUGGESTED = "suggested"  # the role of the rows refit on the k examples `services/suggest.py`'s rule picks
+SUGGESTED = "suggested"  # the role of the rows refit on the k examples `services/fewshot/suggest.py`'s rule picks
 
 
 def suggested_row(prior: LearnedModel, refit: Refit, labelled: TransformedRows, candidates: Candidates, k: int,

@@ -32,7 +32,7 @@ from .amortize import STUDENT_TABLES, student_variants_table, students_table
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
                         paper_comparison_table, shape_free_table, transfer_table)
 from .fewshot import fewshot_headline
-from .selection import track_record_section
+from .selection_rules import track_record_section
 from .tables import markdown_table, table_lines
 
 

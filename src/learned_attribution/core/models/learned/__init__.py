@@ -11,7 +11,7 @@
   encoder`) and the one loop of the text students, which read token ids, not signal columns.
 - `attention_student`: the attention student's network (new self-attention layers and a token head over the
   classifier's frozen hidden states, `network: attention`); both text students are trained by `fit_text_variant`.
-- `selection`: leave-one-training-task-out validation of candidate variants (the ablation's).
+- `validation`: leave-one-training-task-out validation of candidate variants (the ablation's).
 
 The transfer ideas a variant may switch on:
 - `standardise: per_task`: every classifier's signals are z-scored with that classifier's own token statistics;
@@ -39,7 +39,7 @@ from .inputs import InputPipeline
 from .networks import (GatedExpNet, SimplexStack, build_network, build_text_network, build_variant_network,
                        head_of_columns)
 from .recipe import TrainingSettings, Variant
-from .selection import select_variant
+from .validation import select_variant
 from .training import (LearnedModel, TransformedRows, calibrate_threshold, fit_text_variant, fit_variant,
                        score_examples, score_texts, transformed_rows, validation_auroc)
 

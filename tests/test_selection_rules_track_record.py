@@ -1,9 +1,9 @@
-"""The track record of the selection rules (services/reporting/selection.py) on three hand-made folds, every answer
+"""The track record of the selection rules (services/reporting/selection_rules.py) on three hand-made folds, every answer
 worked out by hand."""
 import pandas as pd
 import pytest
 
-from learned_attribution.services.reporting.selection import (never_best, rule_summary, track_record,
+from learned_attribution.services.reporting.selection_rules import (never_best, rule_summary, track_record,
                                                               track_record_section)
 
 # Validation AUROC per training direction: v1 is best on average but worst in one direction; v2 the steadiest.

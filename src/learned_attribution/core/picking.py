@@ -2,7 +2,7 @@
 `learned-attribution suggest` uses), and a greedy pick that trades how informative an example is against how far it
 is from the examples already picked (`weighted_farthest_first`, the rule it measured better than:
 benchmarks/suggestion_rules.py). Numpy and scikit-learn's k-means; the features are the caller's
-(`services/suggest.py`: the classifier's [CLS] representation)."""
+(`services/fewshot/suggest.py`: the classifier's [CLS] representation)."""
 from __future__ import annotations
 
 import numpy as np

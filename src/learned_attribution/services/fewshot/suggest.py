@@ -1,14 +1,14 @@
 """Which of your texts to annotate for a few-shot refit of a fold's ExpNet+ (`learned-attribution suggest`,
 docs/fewshot.md, "Which examples to annotate"), and the rule the few-shot curve's `suggested` rows measure.
 
-    from learned_attribution.services.suggest import suggest, write_annotation_file
+    from learned_attribution.services.fewshot.suggest import suggest, write_annotation_file
     picked = suggest(explainer.classifier, texts, ids, k=32)          # a frame, in the order picked
     write_annotation_file(picked, "to_annotate.json", "label-studio")
 
 The rule (one, the one that measured best): typical per cluster (TypiClust, Hacohen et al., ICML 2022). Each
 text is represented by the classifier's last-layer [CLS] hidden state (L2-normalised); k-means (seeded) splits them
 into k clusters, and from each, largest cluster first, the rule picks its most typical text, the one nearest its 20
-nearest neighbours (`core.selection.cluster_picks`). The k texts spread over what the classifier reads, without the
+nearest neighbours (`core.picking.cluster_picks`). The k texts spread over what the classifier reads, without the
 outliers and hard cases that farthest-first traversal or uncertainty favour: those are often mispredicted, and their
 human rationales support the class the classifier did not predict, while its explainers explain the predicted one.
 `benchmarks/suggestion_rules.py` measured it at the level of k random texts (0.003 AUROC above them on average,
@@ -32,7 +32,7 @@ from learned_attribution.core.errors import InputError
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.models.projection import project_batch
 from learned_attribution.core.models.runner import predict_and_represent
-from learned_attribution.core.selection import cluster_picks
+from learned_attribution.core.picking import cluster_picks
 
 logger = logging.getLogger(__name__)
 
