@@ -40,7 +40,9 @@ from learned_attribution.core.models.learned.fewshot import fine_tune
 from learned_attribution.core.picking import cluster_picks, weighted_farthest_first
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 from learned_attribution.pipelines import token_table
-from learned_attribution.services.evaluation.fewshot import annotated_pool, draw, fewshot_settings
+from learned_attribution.services.config import fewshot_settings
+from learned_attribution.services.fewshot.choice import draw
+from learned_attribution.services.fewshot.curve import annotated_pool
 from learned_attribution.services.evaluation.protocol import learned_rationale_scores, scored_examples
 from learned_attribution.services.reporting.tables import markdown_table
 from learned_attribution.services.config import scoring_settings

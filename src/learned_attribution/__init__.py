@@ -13,10 +13,14 @@ __all__ = ["Explanation", "FoldExplainer", "StudentExplainer", "fit", "fit_ratio
 def __getattr__(name: str):
     # The API loads torch and transformers (seconds): only when it is used, so that `import learned_attribution`
     # (Kedro's project settings, the CLI's start) stays light.
-    if name in ("FoldExplainer", "StudentExplainer", "fit", "fit_rationales"):
+    if name in ("FoldExplainer", "StudentExplainer", "fit"):
         from learned_attribution.services import explain
 
         return getattr(explain, name)
+    if name == "fit_rationales":
+        from learned_attribution.services.fewshot.refit import fit_rationales
+
+        return fit_rationales
     if name == "Explanation":
         from learned_attribution.services.explanation import Explanation
 

@@ -12,7 +12,8 @@ import torch
 from learned_attribution.adapters.cli import main
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.models.learned.fewshot import FewShotSettings
-from learned_attribution.services.explain import FoldExplainer, fit_rationales
+from learned_attribution.services.explain import FoldExplainer
+from learned_attribution.services.fewshot.refit import fit_rationales
 
 WORDS = ["the", "movie", "is", "great", "and", "fun", "but", "the", "plot", "is", "slow", "dull", "sad", "love"]
 

@@ -181,7 +181,7 @@ def test_cost_plausibility_uses_each_methods_own_examples_and_keeps_sample_only_
 
 
 def test_every_expnet_plus_variant_joins_the_cost_chart_off_the_frontier(rationale_set):
-    from learned_attribution.services.evaluation.folds import variant_cost
+    from learned_attribution.services.evaluation.ablation import variant_cost
 
     classifier, predictions, _, plus = rationale_set
     costs = variant_cost(classifier, predictions, {"gated": plus, "again": plus}, SCORING, n_examples=3,

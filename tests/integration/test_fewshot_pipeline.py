@@ -99,9 +99,11 @@ def test_a_users_fit_on_a_draws_examples_is_that_draws_refit(fewshot_run, tmp_pa
     from learned_attribution.pipelines import token_table
     from learned_attribution.services import bundle as bundles
     from learned_attribution.services.config import compute_settings, scoring_settings
-    from learned_attribution.services.evaluation.fewshot import annotated_pool, draw, fewshot_settings
+    from learned_attribution.services.config import fewshot_settings
+    from learned_attribution.services.fewshot.choice import draw
+    from learned_attribution.services.fewshot.curve import annotated_pool
     from learned_attribution.services.evaluation.protocol import learned_rationale_scores, scored_examples
-    from learned_attribution.services.explain import fit_rationales
+    from learned_attribution.services.fewshot.refit import fit_rationales
 
     monkeypatch.chdir(PROJECT_ROOT)  # the catalog's paths are relative to the project
     bootstrap_project(PROJECT_ROOT)

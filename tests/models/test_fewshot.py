@@ -1,4 +1,4 @@
-"""Few-shot in-task refits (core/models/learned/fewshot.py) and their curve (services/evaluation/fewshot.py): the
+"""Few-shot in-task refits (core/models/learned/fewshot.py) and their choice and curve (services/fewshot/): the
 prior is kept at k = 0 and never changed, one step is one Adam step, a strong pull keeps the prior, a few in-task
 examples teach what the training tasks could not, the schedule chosen on the training tasks is the one that learns
 there, the test examples are never drawn, and the summary counts the draws whose interval is apart from the best
@@ -16,9 +16,10 @@ from learned_attribution.core.models.learned import (TransformedRows, Variant, f
                                                     transformed_rows, validation_auroc)
 from learned_attribution.core.models.learned.fewshot import FewShotSettings, fine_tune
 from learned_attribution.core.models.signals import FEATURE_SETS, columns_for
-from learned_attribution.services.evaluation.fewshot import (FOLD_PRIOR, Refit, annotated_pool, choose_refits,
-                                                             curve_summary, describe, draw, fewshot_settings,
-                                                             fit_priors, prior_summary)
+from learned_attribution.core.models.learned.fewshot import FOLD_PRIOR
+from learned_attribution.services.config import fewshot_settings
+from learned_attribution.services.fewshot.choice import Refit, choose_refits, describe, draw, fit_priors
+from learned_attribution.services.fewshot.curve import annotated_pool, curve_summary, prior_summary
 
 import synthetic_signals  # tests/models/synthetic_signals.py
 
@@ -285,7 +286,7 @@ def test_each_metric_is_compared_with_the_best_baseline_by_that_metric():
 def test_the_stored_choice_takes_the_nearest_k_below_and_keeps_its_priors(prior, tmp_path):
     from learned_attribution.core.models.learned.fewshot import ChosenRefit, FewShotChoice
     from learned_attribution.services import bundle as bundles
-    from learned_attribution.services.evaluation.fewshot import stored_choice
+    from learned_attribution.services.fewshot.choice import stored_choice
 
     gentle, free = FewShotSettings(steps=10, prior_weight=30.0, seed=4), FewShotSettings(steps=30, seed=4)
     other = prior.__class__(**{**prior.__dict__, "variant": Variant("net", objective="pairwise")})

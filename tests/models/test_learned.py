@@ -191,7 +191,7 @@ def test_calibrated_threshold_maximises_validation_f1():
 
 def test_a_training_task_without_token_rows_stops_the_fold():
     """Incomplete features (e.g. a resumed run that kept a part) must not train a fold on one task silently."""
-    from learned_attribution.services.evaluation.folds import training_tokens as _explainer_tokens  # a service
+    from learned_attribution.services.fold_training import training_tokens as _explainer_tokens  # a service
 
     rows = pd.DataFrame({"task": ["cola"] * 3, "example_id": ["a", "a", "b"], "role": ["rationale_val"] * 3,
                          "correct": [True, True, False], "token_label": [0, 1, 1]})

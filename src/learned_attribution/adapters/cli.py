@@ -279,7 +279,7 @@ def fit_command(args: argparse.Namespace) -> int:
 
 
 def fit_rationales_command(args: argparse.Namespace, output: Path) -> int:
-    from learned_attribution.services.explain import fit_rationales
+    from learned_attribution.services.fewshot.refit import fit_rationales
 
     if not args.rationales or not args.fold:
         raise InputError("fit --rationales needs --fold (the fold whose ExpNet+ is refit), and --fold needs "

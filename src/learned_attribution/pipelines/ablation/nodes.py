@@ -1,6 +1,7 @@
 """Nodes of one fold's ExpNet+ ablation: the candidates validated by leaving one training task out, retrained on all
 the training tasks, scored on the held-out rationale test set beside the main job's recipe, and timed. The work is in
-`services/evaluation/folds.py`; the main job's signals, predictions, budget and metrics are read, never recomputed."""
+`services/fold_training.py` and `services/evaluation/ablation.py`; the main job's signals, predictions, budget and
+metrics are read, never recomputed."""
 from __future__ import annotations
 
 import logging
@@ -12,10 +13,12 @@ import pandas as pd
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.pipelines import Parts, token_table
+from learned_attribution.services import fold_training
 from learned_attribution.services.config import (ComputeSettings, ExpnetPlusCandidates, ScoringSettings,
                                                  compute_settings, expnet_plus_candidates, expnet_plus_recipe,
                                                  scoring_settings)
-from learned_attribution.services.evaluation import cost, folds, protocol
+from learned_attribution.services.evaluation import ablation as ablation_scoring
+from learned_attribution.services.evaluation import cost, protocol
 from learned_attribution.services.reporting import charts
 
 logger = logging.getLogger(__name__)
@@ -34,7 +37,7 @@ def ablation_settings(ablation: dict[str, Any], crosstask: dict[str, Any], varia
 def select_expnet_plus(budget: dict[str, float], candidates: ExpnetPlusCandidates, compute: ComputeSettings,
                        *training_signals: Parts) -> pd.DataFrame:
     """Leave-one-training-task-out validation of every candidate (the held-out task is not an input)."""
-    return folds.select_expnet_plus([token_table(parts) for parts in training_signals], budget["rho"], candidates,
+    return fold_training.select_expnet_plus([token_table(parts) for parts in training_signals], budget["rho"], candidates,
                                     compute.device)
 
 
@@ -42,7 +45,7 @@ def fit_candidates(heldout_signals: Parts, classifier: TrainedClassifier, budget
                    candidates: ExpnetPlusCandidates, layer: int, encoder: dict[str, Any], max_length: int,
                    compute: ComputeSettings, *training_signals: Parts, fold: str) -> dict[str, LearnedModel]:
     """Every candidate retrained on all the training tasks, for the held-out classifier (its signals unlabeled)."""
-    return folds.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
+    return fold_training.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
                                  budget, candidates.variants, candidates.training, classifier, fold=fold, layer=layer,
                                  encoder=encoder["name_or_path"], max_length=max_length, device=compute.device)
 
@@ -52,9 +55,9 @@ def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, hel
                    scoring: ScoringSettings, *, fold: str) -> pd.DataFrame:
     """Every candidate on the held-out rationale test set beside the main job's ExpNet+, the best baseline and the
     floors."""
-    return folds.ablation_table(models, selection, token_table(heldout_signals),
-                                protocol.scored_examples(predictions, scoring), fold_metrics, main_recipe,
-                                budget["rho"], scoring, fold=fold)
+    return ablation_scoring.ablation_table(models, selection, token_table(heldout_signals),
+                                        protocol.scored_examples(predictions, scoring), fold_metrics, main_recipe,
+                                        budget["rho"], scoring, fold=fold)
 
 
 def time_candidates(classifier: TrainedClassifier, predictions: pd.DataFrame, models: dict[str, LearnedModel],
@@ -62,7 +65,7 @@ def time_candidates(classifier: TrainedClassifier, predictions: pd.DataFrame, mo
                     ) -> pd.DataFrame:
     """Throughput of every candidate as a ratio to a plain forward pass, on a seeded sample of the held-out rationale
     test examples."""
-    return folds.variant_cost(classifier, predictions, models, scoring, candidates.cost_examples, compute)
+    return ablation_scoring.variant_cost(classifier, predictions, models, scoring, candidates.cost_examples, compute)
 
 
 def plot_cost(fold_metrics: pd.DataFrame, explain_cost: pd.DataFrame, ablation: pd.DataFrame,

@@ -14,10 +14,11 @@ from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
+from learned_attribution.services import fold_training
 from learned_attribution.services.config import (ComputeSettings, ExpnetPlusRecipe, ExpnetRecipe, ScoringSettings,
                                                  check_crosstask, compute_settings, expnet_plus_recipe, expnet_recipe,
                                                  scoring_settings)
-from learned_attribution.services.evaluation import cost, folds, protocol
+from learned_attribution.services.evaluation import cost, protocol
 from learned_attribution.services.reporting import charts, pages
 
 logger = logging.getLogger(__name__)
@@ -57,8 +58,8 @@ def train_expnet(classifier: TrainedClassifier, recipe: ExpnetRecipe, layer: int
                  max_length: int, compute: ComputeSettings, *training_features: Parts, fold: str
                  ) -> tuple[LearnedModel, pd.DataFrame, dict[str, float]]:
     """The paper's ExpNet on the training tasks' attention features (one partition set per training task), with
-    the fold's budget (`folds.train_paper_expnet`)."""
-    return folds.train_paper_expnet([token_table(parts) for parts in training_features], recipe, classifier,
+    the fold's budget (`fold_training.train_paper_expnet`)."""
+    return fold_training.train_paper_expnet([token_table(parts) for parts in training_features], recipe, classifier,
                                     fold=fold, layer=layer, encoder=encoder["name_or_path"], max_length=max_length,
                                     device=compute.device)
 
@@ -68,7 +69,7 @@ def fit_expnet_plus(heldout_signals: Parts, classifier: TrainedClassifier, budge
                     compute: ComputeSettings, *training_signals: Parts, fold: str) -> tuple[LearnedModel, LearnedModel]:
     """ExpNet+'s recipe and its shape-free variant trained on all the training tasks, for the held-out classifier (its
     signals unlabeled)."""
-    models = folds.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
+    models = fold_training.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
                                    budget, recipe.variants, recipe.training, classifier, fold=fold, layer=layer,
                                    encoder=encoder["name_or_path"], max_length=max_length, device=compute.device)
     return models[recipe.variant.name], models[recipe.shape_free.name]

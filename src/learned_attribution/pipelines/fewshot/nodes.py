@@ -1,6 +1,6 @@
 """Nodes of the fewshot pipeline: each fold's ExpNet+ refit on k annotated examples of its held-out task, with a
 prior and schedule chosen on the fold's training tasks, and scored on the fold's held-out rationale test set
-(`services/evaluation/fewshot.py`)."""
+(`services/fewshot/`: the choice, the curve)."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,10 +12,11 @@ from learned_attribution.core.models.learned.fewshot import FewShotChoice
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
-from learned_attribution.services.config import (ComputeSettings, ScoringSettings, compute_settings,
-                                                 expnet_plus_recipe, scoring_settings)
-from learned_attribution.services.evaluation import fewshot
-from learned_attribution.services.evaluation.fewshot import FewShotCurveSettings, Refit
+from learned_attribution.services.config import (ComputeSettings, FewShotCurveSettings, ScoringSettings,
+                                                 compute_settings, expnet_plus_recipe, fewshot_settings as parse_fewshot,
+                                                 scoring_settings)
+from learned_attribution.services.fewshot import choice, curve
+from learned_attribution.services.fewshot.choice import Refit
 
 def fewshot_settings(crosstask: dict[str, Any], variants: dict[str, Any], values: dict[str, Any], layer: int,
                      seed: int, compute: dict[str, Any]
@@ -24,7 +25,7 @@ def fewshot_settings(crosstask: dict[str, Any], variants: dict[str, Any], values
     refit's schedule), the folds' ExpNet+ training loop (for the priors) and where the torch work runs, parsed
     before any work."""
     parsed = compute_settings(compute)
-    return (scoring_settings(crosstask, layer, seed, parsed), fewshot.fewshot_settings(values, seed, variants),
+    return (scoring_settings(crosstask, layer, seed, parsed), parse_fewshot(values, seed, variants),
             expnet_plus_recipe(crosstask["expnet_plus"], variants, seed).training, parsed)
 
 
@@ -33,7 +34,7 @@ def choose_refits(fold_bundle: bundles.Bundle, settings: FewShotCurveSettings, t
                   ) -> tuple[dict[int, Refit], pd.DataFrame]:
     """The fold's prior for every k, chosen among the candidates on its training tasks (the held-out task is not an
     input), and the table of every refit that chose it."""
-    return fewshot.choose_refits(fold_bundle.learned["expnet_plus"], [token_table(p) for p in training_signals],
+    return choice.choose_refits(fold_bundle.learned["expnet_plus"], [token_table(p) for p in training_signals],
                                  float(fold_bundle.card["rho"]), settings, training_settings, compute.device,
                                  fold=fold)
 
@@ -43,7 +44,7 @@ def fit_priors(fold_bundle: bundles.Bundle, refits: dict[int, Refit], heldout_si
                *training_signals: Parts) -> dict[str, LearnedModel]:
     """The fold's own ExpNet+ and every other chosen prior, fitted cross-task on the fold's training tasks for the
     held-out classifier (its signals unlabeled)."""
-    return fewshot.fit_priors(fold_bundle.learned["expnet_plus"], refits, [token_table(p) for p in training_signals],
+    return choice.fit_priors(fold_bundle.learned["expnet_plus"], refits, [token_table(p) for p in training_signals],
                               token_table(heldout_signals), float(fold_bundle.card["rho"]), settings,
                               training_settings, compute.device)
 
@@ -51,7 +52,7 @@ def fit_priors(fold_bundle: bundles.Bundle, refits: dict[int, Refit], heldout_si
 def fewshot_choice(refits: dict[int, Refit], priors: dict[str, LearnedModel], *, fold: str) -> FewShotChoice:
     """The fold's choice per k (prior, its variant, schedule) and the priors it names besides the fold's own, kept in
     the fold's folder for a user's refit (`fit --rationales`)."""
-    return fewshot.stored_choice(refits, priors, fold=fold)
+    return choice.stored_choice(refits, priors, fold=fold)
 
 
 def fewshot_curve(priors: dict[str, LearnedModel], signals: Parts, predictions: pd.DataFrame,
@@ -62,5 +63,5 @@ def fewshot_curve(priors: dict[str, LearnedModel], signals: Parts, predictions: 
     the k examples the suggestion rule picks with the held-out classifier (services/fewshot/suggest.py), scored on the
     held-out rationale test set beside the best baseline and saliency."""
     compute.place(classifier.model)
-    return fewshot.curve(priors, token_table(signals), predictions, fold_metrics, float(fold_bundle.card["rho"]),
+    return curve.curve(priors, token_table(signals), predictions, fold_metrics, float(fold_bundle.card["rho"]),
                          scoring, settings, refits, fold=fold, classifier=classifier)

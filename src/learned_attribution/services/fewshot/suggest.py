@@ -14,7 +14,7 @@ human rationales support the class the classifier did not predict, while its exp
 `benchmarks/suggestion_rules.py` measured it at the level of k random texts (0.003 AUROC above them on average,
 paired by refit seed over three folds, k = 8, 32, 128 and five seeds), where uncertainty x diversity was 0.015
 below (docs/fewshot.md, "Which examples to annotate"). The few-shot curve's `suggested` row
-(services/evaluation/fewshot.py) measures it on every run."""
+(services/fewshot/curve.py) measures it on every run."""
 from __future__ import annotations
 
 import json

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..evaluation.fewshot import curve_summary, prior_summary  # noqa: E402
+from ..fewshot.curve import curve_summary, prior_summary  # noqa: E402
 from .tables import markdown_table, table_lines  # noqa: E402
 
 

@@ -1,8 +1,8 @@
-"""A cross-task fold's learned explainers (SPEC §6, ExpNet+): the paper's ExpNet trained on the training tasks'
-attention features, ExpNet+ variants retrained on them all (the main job's recipe and its shape-free variant, or the
-ablation's candidates), and, for the ablation, every candidate validated by leaving one training task out and the
-ablation table over the held-out rationale set. Every table here is a training task's (or the held-out task's) token
-rows; the held-out task's labels are only read by the ablation's table, after every fit is made."""
+"""A cross-task fold's learned explainers fitted on its training tasks (SPEC §6, ExpNet+): the paper's ExpNet trained
+on the training tasks' attention features, ExpNet+ variants retrained on them all (the main job's recipe and its
+shape-free variant, or the ablation's candidates) and every candidate validated by leaving one training task out.
+Every table here is a training task's token rows, or the held-out task's signals unlabeled (its token labels are
+dropped before any fit): the held-out labels are read only where a fit is scored (`evaluation/`)."""
 from __future__ import annotations
 
 import logging
@@ -11,18 +11,14 @@ from typing import Sequence
 import pandas as pd
 import torch
 
-from learned_attribution.core.explainers.apply import explain_examples, resolve_method
 from learned_attribution.core.models.artifacts import explainer_context
 from learned_attribution.core.models.features import feature_names
 from learned_attribution.core.models.learned import (LearnedModel, TrainingSettings, Variant, fit_variant,
                                                      select_variant)
-from learned_attribution.core.models.signals import FEATURE_SETS, columns_for, token_vocabulary
+from learned_attribution.core.models.signals import FEATURE_SETS, columns_for
 from learned_attribution.core.tasks import held_out_task
 
-from ..config import ComputeSettings, ExpnetPlusCandidates, ExpnetRecipe, ScoringSettings
-from .cost import Timed, cost_table, timed_forward
-from .protocol import (as_learned_row, expensive_sample, learned_rationale_scores, matched_baselines,
-                       scored_examples)
+from .config import ExpnetPlusCandidates, ExpnetRecipe
 
 logger = logging.getLogger(__name__)
 
@@ -166,51 +162,3 @@ def fit_expnet_plus(training: Sequence[pd.DataFrame], held_out: pd.DataFrame, bu
         model.context = context | {"variant": variant.name}
         models[variant.name] = model
     return models
-
-
-def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, held_out: pd.DataFrame,
-                   examples: pd.DataFrame, fold_metrics: pd.DataFrame, main_recipe: str, rho: float,
-                   scoring: ScoringSettings, *, fold: str) -> pd.DataFrame:
-    """Every candidate on the held-out rationale test `examples` (scored from the held-out classifier's signal table
-    `held_out`): AUROC, AUPRC, matched-budget and own-rule F1 with bootstrap 95% intervals and each seed's own
-    network (`learned_rationale_scores`), its validation AUROC, whether the selection rule picks it and whether it
-    is the main job's recipe (`main_recipe`); beside them the main job's own ExpNet+ as scored in the fold, the best
-    baseline (by AUROC, matched, among the methods run on every example) and the two floors of the fold's
-    metrics."""
-    validation = selection[selection["direction"] == "mean"].set_index("variant")
-    rows = []
-    for name, model in models.items():
-        rows.append({"fold": fold, "variant": name, "description": model.variant.describe(),
-                     "selected": bool(validation.at[name, "rank"] == 1), "main_recipe": name == main_recipe,
-                     "shape_free": model.shape_free, "val_auroc": validation.at[name, "val_auroc"],
-                     **learned_rationale_scores(model, held_out, examples, rho, scoring)})
-    matched = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["rule"] == "matched")]
-    main = matched[matched["method"] == "expnet_plus"]
-    best = matched_baselines(fold_metrics).sort_values("auroc", ascending=False).head(1)
-    floors = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["family"] == "floor")]
-    for _, reference in pd.concat([main, best, floors]).iterrows():
-        label = {"expnet_plus": "main job"}.get(reference["method"],
-                                                "best baseline" if reference["family"] != "floor" else "floor")
-        rows.append({"fold": fold, "variant": f"{reference['method']} ({label})", "description": label,
-                     "selected": False, **as_learned_row(reference, fold_metrics)})
-    return pd.DataFrame(rows)
-
-
-def variant_cost(classifier, predictions: pd.DataFrame, variants: dict[str, LearnedModel], scoring: ScoringSettings,
-                 n_examples: int, compute: ComputeSettings) -> pd.DataFrame:
-    """Throughput of every ExpNet+ variant (the whole explainer: its signal pass and its networks) as a ratio to a
-    plain forward pass, both timed on the same seeded sample of `n_examples` rationale test examples, with the
-    fold's batches. The chosen variant's full-set figure is in the fold's cost table; this puts the others on the
-    cost chart."""
-    compute.place(classifier.model)
-    examples = scored_examples(predictions, scoring)
-    examples = examples[examples["example_id"].isin(expensive_sample(examples, n_examples, scoring.seed))]
-    vocabulary = token_vocabulary(classifier.tokenizer)
-    methods = {name: resolve_method("expnet_plus", learned={"expnet_plus": model}, layer=scoring.layer,
-                                    vocabulary=vocabulary) for name, model in variants.items()}
-    timed_forward(classifier, examples.head(scoring.batch_size), scoring.batch_size)  # warm-up
-    forward = timed_forward(classifier, examples, scoring.batch_size)
-    run = explain_examples(classifier.model, classifier.tokenizer, examples, methods, scoring.batch_size)
-    table = cost_table([Timed(name, len(examples), seconds) for name, seconds in run.seconds.items()],
-                       {len(examples): forward})
-    return table.rename(columns={"method": "variant"})
