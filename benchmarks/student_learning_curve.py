@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
 
     from learned_attribution.core.atomic import atomic_file
     from learned_attribution.services.amortize.curve import learning_curve
-    from learned_attribution.services.amortize.settings import amortize_settings
+    from learned_attribution.services.config import amortize_settings
 
     args = parse_args(argv)
     os.chdir(ROOT)  # the catalog's paths are relative to the project root

@@ -301,9 +301,9 @@ def write_text_student(folder: Path, variant: str = "student_encoder", family: s
     from learned_attribution.core.models.loading import load_classifier
     from learned_attribution.services import amortize
     from learned_attribution.services import bundle as bundles
-    from learned_attribution.services.amortize.settings import DEFAULT_VARIANTS, AmortizeSettings, student_variants
+    from learned_attribution.services.config import DEFAULT_VARIANTS, AmortizeSettings, student_variants
     from learned_attribution.services.amortize.student import fit_student, student_signals
-    from learned_attribution.services.amortize.teacher import Teacher
+    from learned_attribution.core.explainers.teacher import Teacher
 
     model, tokenizer = make_tiny_classifier(family, **shape)
     model.save_pretrained(folder / "classifier")

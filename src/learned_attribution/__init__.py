@@ -13,10 +13,14 @@ __all__ = ["Explanation", "FoldExplainer", "StudentExplainer", "fit", "fit_ratio
 def __getattr__(name: str):
     # The API loads torch and transformers (seconds): only when it is used, so that `import learned_attribution`
     # (Kedro's project settings, the CLI's start) stays light.
-    if name in ("FoldExplainer", "StudentExplainer", "fit"):
+    if name in ("FoldExplainer", "StudentExplainer"):
         from learned_attribution.services import explain
 
         return getattr(explain, name)
+    if name == "fit":
+        from learned_attribution.services.amortize.fit import fit
+
+        return fit
     if name == "fit_rationales":
         from learned_attribution.services.fewshot.refit import fit_rationales
 

@@ -11,7 +11,7 @@ import torch
 import yaml
 from transformers import BertConfig, BertModel, BertTokenizer
 
-from learned_attribution.services.afn.settings import AfnSettings, afn_settings
+from learned_attribution.services.config import AfnSettings, afn_settings
 
 PROJECT = Path(__file__).resolve().parents[2]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "day", "walk", "at", "the", "park", "beach",

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from learned_attribution.core.data.schema import RawText
-from learned_attribution.services.afn.settings import (AfnSettings, CorpusSettings, PairSettings, PlotSettings,
+from learned_attribution.services.config import (AfnSettings, CorpusSettings, PairSettings, PlotSettings,
                                                        afn_settings, check_user_file)
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ QUICK = ["--quick", "--source", "raw", "--threads", "1"]
 
 @pytest.fixture
 def scripts(monkeypatch):
-    """The two scripts imported as modules (they live outside the package)."""
+    """The two scripts imported as modules (they live outside the package, beside the modules they import)."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import attribution_throughput
     import feature_extraction
@@ -29,35 +29,61 @@ def positive_finite(values: pd.Series) -> bool:
     return bool(len(values)) and all(math.isfinite(v) and v > 0 for v in values)
 
 
+def feature_table(module, tmp_path, name: str) -> pd.DataFrame:
+    """A feature extraction script's quick run, its table read back (the columns all three write)."""
+    module.main([*QUICK, "--output-dir", str(tmp_path)])
+    table = pd.read_csv(tmp_path / name)
+    from harness import FEATURE_COLUMNS
+
+    assert list(table.columns) == FEATURE_COLUMNS + ["chunk_size"]
+    return table
+
+
+def assert_timed_beside(table: pd.DataFrame, references: list[str]) -> None:
+    """Positive, finite speeds and ratios, and each reference divided by itself, round by round, exactly 1."""
+    assert positive_finite(table["examples_per_s"])
+    assert positive_finite(table["ratio_to_reference"])
+    is_reference = table["method"] == table["reference"]
+    assert sorted(table.loc[is_reference, "method"]) == references
+    assert np.allclose(table.loc[is_reference, "ratio_to_reference"], 1.0)
+
+
 @pytest.mark.slow
 def test_feature_extraction_quick(scripts, tmp_path):
     feature_extraction, _ = scripts
-    feature_extraction.main([*QUICK, "--output-dir", str(tmp_path)])
-
-    table = pd.read_csv(tmp_path / "feature_extraction.csv")
-    assert list(table.columns) == feature_extraction.FEATURE_COLUMNS + ["chunk_size"]
+    table = feature_table(feature_extraction, tmp_path, "feature_extraction.csv")
     methods = {section: list(group["method"]) for section, group in table.groupby("section", sort=False)}
-    assert methods == {
-        "throughput": ["forward_plain", "forward_with_attentions", "attention_features"],
-        "precision": ["forward_fp32", "forward_bf16", "train_step_fp32", "train_step_bf16"],
-        "memory": ["forward_plain"] * 2 + ["extraction_chunked"] * 2 + ["extraction_unchunked"] * 2,
-    }
-    timed = table[table["section"] != "memory"]
-    assert positive_finite(timed["examples_per_s"])
-    assert positive_finite(table["ratio_to_reference"])
-    # A reference divided by itself, round by round, is exactly 1.
-    is_reference = timed["method"] == timed["reference"]
-    assert sorted(timed.loc[is_reference, "method"]) == ["forward_fp32", "forward_plain", "train_step_fp32"]
-    assert np.allclose(timed.loc[is_reference, "ratio_to_reference"], 1.0)
+    assert methods == {"throughput": ["forward_plain", "forward_with_attentions", "attention_features"]}
+    assert_timed_beside(table, ["forward_plain"])
 
-    # Memory rows: --quick extracts 4 and 12 texts. One feature row per token that is not [CLS], [SEP] or
-    # padding: len(input_ids) - 2 per text, whatever the chunking.
+
+@pytest.mark.slow
+def test_bf16_autocast_quick(scripts, tmp_path):
+    import bf16_autocast
+
+    table = feature_table(bf16_autocast, tmp_path, "bf16_autocast.csv")
+    methods = {section: list(group["method"]) for section, group in table.groupby("section", sort=False)}
+    assert methods == {"precision": ["forward_fp32", "forward_bf16", "train_step_fp32", "train_step_bf16"]}
+    assert_timed_beside(table, ["forward_fp32", "train_step_fp32"])
+
+
+@pytest.mark.slow
+def test_extraction_memory_quick(scripts, tmp_path):
+    import extraction_memory
+    import harness
+
+    memory = feature_table(extraction_memory, tmp_path, "extraction_memory.csv")
+    methods = {section: list(group["method"]) for section, group in memory.groupby("section", sort=False)}
+    assert methods == {"memory": ["forward_plain"] * 2 + ["extraction_chunked"] * 2 + ["extraction_unchunked"] * 2}
+    assert positive_finite(memory["ratio_to_reference"])
+
+    # --quick extracts 4 and 12 texts. One feature row per token that is not [CLS], [SEP] or padding:
+    # len(input_ids) - 2 per text, whatever the chunking.
     from learned_attribution.core.models.loading import PACKAGED_ENCODER, load_tokenizer
 
     tokenizer = load_tokenizer(PACKAGED_ENCODER)
-    pool = feature_extraction.raw_sst2_examples(tokenizer, PROJECT_ROOT / "data/01_raw/sst2/glue/test.tsv", 128)
-    sample, _ = feature_extraction.take_examples(pool, 12, 13)
-    memory = table[table["section"] == "memory"]
+    pool = harness.raw_sst2_examples(tokenizer, PROJECT_ROOT / "data/01_raw/sst2/glue/test.tsv", 128)
+    sample, _ = harness.take_examples(pool, 12, 13)
     for mode in ("chunked", "unchunked"):
         rows = memory[memory["method"] == f"extraction_{mode}"]
         assert list(rows["n_examples"]) == [4, 12]
@@ -81,6 +107,7 @@ def bare_data_root(tmp_path):
 def test_attribution_throughput_quick(scripts, tmp_path):
     _, attribution_throughput = scripts
     from learned_attribution.core.explainers import METHODS
+    from one_text_cost import CAPTUM_METHODS
 
     attribution_throughput.main([*QUICK, "--output-dir", str(tmp_path), "--data-root", str(bare_data_root(tmp_path))])
 
@@ -89,7 +116,7 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     assert list(table.columns) == attribution_throughput.ATTRIBUTION_COLUMNS
     import yaml
 
-    from learned_attribution.services.amortize.settings import DEFAULT_VARIANTS
+    from learned_attribution.services.config import DEFAULT_VARIANTS
     from learned_attribution.services.config import expnet_plus_recipe
 
     # The main job's ExpNet+ recipe and its shape-free variant (crosstask.expnet_plus), from the variant catalogue.
@@ -137,8 +164,7 @@ def test_attribution_throughput_quick(scripts, tmp_path):
     # against alone.
     one_text = targets[targets["target"].str.contains("one-text call|alone per text")]
     assert sorted(one_text["target"]) == sorted(
-        [*(f"{m} batch-1 cost <= captum's own one-text call (captum s / API s)"
-           for m in attribution_throughput.CAPTUM_METHODS),
+        [*(f"{m} batch-1 cost <= captum's own one-text call (captum s / API s)" for m in CAPTUM_METHODS),
          "integrated_gradients batched per text <= alone per text (alone s / batched s)"])
     assert len(targets) == 5 + len(plus) + len(students) + len(api) + len(one_text)
     assert sorted(targets.loc[targets["target"].str.startswith("student:"), "target"]) == [
@@ -168,7 +194,9 @@ def test_attribution_throughput_batch1_columns(scripts, tmp_path):
     assert table["n_examples_batch1"].to_dict() == {"forward_all": 3, "forward_subset": 2, "saliency": 3,
                                                     "input_x_gradient": 3, "integrated_gradients": 2,
                                                     "raw_attention": 3}
-    captum = list(attribution_throughput.CAPTUM_METHODS)
+    from one_text_cost import CAPTUM_METHODS
+
+    captum = list(CAPTUM_METHODS)
     for column in ("api_one_text_s", "captum_one_text_s", "api_vs_captum_one_text"):
         assert positive_finite(table.loc[captum, column]) and table.drop(index=captum)[column].isna().all()
     assert (table.loc[captum, "captum_max_abs_difference"] < 1e-4).all()  # the same scores as captum's
@@ -247,12 +275,13 @@ def test_the_api_entries_words_give_back_the_same_tokens_in_every_family(scripts
     them), are the same subword tokens, so the api: entries explain what the other entries explain."""
     from learned_attribution.core.models.architectures import prepare_tokenizer
 
-    _, attribution_throughput = scripts
+    from attribution_steps import words_of
+
     tokenizer = tiny_tokenizer(family)
     for words in (["the", "film", "was", "unbelievable", "!"], ["boring", ",", "not", "good", "films"],
                   ["The", "plot", "xyz", "end"]):
         ids = prepare_tokenizer(tokenizer)(words, is_split_into_words=True)["input_ids"]
-        spelled = attribution_throughput.words_of(ids, tokenizer)
+        spelled = words_of(ids, tokenizer)
         assert prepare_tokenizer(tokenizer)(spelled, is_split_into_words=True)["input_ids"] == ids, (words, spelled)
 
 

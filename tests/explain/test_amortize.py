@@ -20,10 +20,10 @@ from learned_attribution.services.amortize import student_bundle
 from learned_attribution.services.amortize import teacher as teacher_module
 from learned_attribution.services.amortize.examples import unlabeled_examples
 from learned_attribution.services.amortize.scores import fidelity_table, scores_of
-from learned_attribution.services.amortize.settings import (DEFAULT_TRAINING, DEFAULT_VARIANTS, AmortizeSettings,
+from learned_attribution.services.config import (DEFAULT_TRAINING, DEFAULT_VARIANTS, AmortizeSettings,
                                                             amortize_settings)
-from learned_attribution.services.amortize.teacher import (Teacher, TeacherUnfinished, starts_part,
-                                                           teacher_attributions)
+from learned_attribution.core.explainers.teacher import Teacher
+from learned_attribution.services.amortize.teacher import TeacherUnfinished, starts_part, teacher_attributions
 from learned_attribution.services.bundle import write_bundle
 from learned_attribution.services.distributed import DaskSettings
 from learned_attribution.services.explain import StudentExplainer
@@ -317,7 +317,7 @@ def test_a_student_is_fitted_saved_and_applied_to_new_text_on_two_families(famil
 def test_the_variants_table_says_how_well_a_student_fits_its_own_labels(classifier, training_settings):
     """Known answer: a teacher whose scores are a signal the student reads (each token's relative position) is
     reproduced on the training texts (Spearman near 1); scores it cannot read (noise) are not."""
-    from learned_attribution.services.amortize.settings import student_variants
+    from learned_attribution.services.config import student_variants
     from learned_attribution.services.amortize.student import fit_student, student_signals
 
     examples = unlabeled_examples(classifier, texts(40))[0]

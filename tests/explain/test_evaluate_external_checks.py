@@ -20,6 +20,7 @@ from learned_attribution.core.models.loading import load_classifier
 from learned_attribution.pipelines.evaluate_external import create_pipeline
 from learned_attribution.pipelines.evaluate_external.nodes import parse_settings
 from learned_attribution.services.config import ComputeSettings, ScoringSettings
+from learned_attribution.services.config import ExternalSettings, RunParameters, external_settings
 from learned_attribution.services.evaluation import external
 from learned_attribution.services.evaluation.protocol import rationale_test_examples
 
@@ -28,13 +29,13 @@ WORDS = ["the", "movie", "is", "great", "fun"]
 CPU = ComputeSettings(torch.device("cpu"), False)
 
 
-def settings_for(file: Path | str, **extra) -> external.ExternalSettings:
-    return external.external_settings({"file": str(file), "classifier_task": "sst2", "expnet_fold": "heldout_sst2",
+def settings_for(file: Path | str, **extra) -> ExternalSettings:
+    return external_settings({"file": str(file), "classifier_task": "sst2", "expnet_fold": "heldout_sst2",
                                        "max_examples": None, "batch_size": 4, "mlflow_experiment": "external",
                                        **extra})
 
 
-def scoring_for(settings: external.ExternalSettings, seed: int = 0) -> ScoringSettings:
+def scoring_for(settings: ExternalSettings, seed: int = 0) -> ScoringSettings:
     scoring = ScoringSettings(baselines={}, expensive=(), expensive_sample_size=None, max_test_examples=None,
                               batch_size=8, n_boot=10, boot_seed=0, faithfulness_fractions=(0.5,),
                               faithfulness_batch_size=8, layer=-1, seed=seed)
@@ -84,7 +85,7 @@ def test_the_first_node_parses_every_block_and_checks_the_outputs(tmp_path, monk
     block = {**params["evaluate_external"], "max_examples": 7}
     settings, scoring, compute = parse_settings(block, params["crosstask"], params["explained_layer"], 3,
                                                 {**params["compute"], "device": "cpu"}, ["out"])
-    assert settings == external.external_settings(block) and probed == [["out"]]
+    assert settings == external_settings(block) and probed == [["out"]]
     assert scoring.max_test_examples == 7 and scoring.seed == 3 and scoring.layer == params["explained_layer"]
     assert compute.device == torch.device("cpu")
     with pytest.raises(ValueError, match="evaluate_external.file"):
@@ -116,6 +117,7 @@ def test_the_mlflow_hook_logs_the_pipelines_outputs_with_the_runs_parameters():
     assert set(EXTERNAL.outputs) <= outputs
     params = {**_parameters(), "evaluate_external": {**_parameters()["evaluate_external"], "file": "x/mine.jsonl",
                                                      "classifier_task": "cola"}}
+    params = RunParameters(params)
     logged = EXTERNAL.params("evaluate_external", params)
     assert {key: logged[key] for key in ("file", "classifier_task", "expnet_fold", "fold_held_out_task",
                                          "classifier_is_folds_held_out", "max_examples")} == {
@@ -123,7 +125,8 @@ def test_the_mlflow_hook_logs_the_pipelines_outputs_with_the_runs_parameters():
         "fold_held_out_task": "sst2", "classifier_is_folds_held_out": False, "max_examples": None}
     assert logged["file_resolved"] == str(Path("x/mine.jsonl").resolve())
     assert set(logged["crosstask"]) == {"baselines", "expensive", "expensive_sample_size", "bootstrap"}
-    assert EXTERNAL.run_name("evaluate_external", params) == "mine: cola classifier, heldout_sst2 ExpNet"
+    # the run's title is its metrics chart's (`ExternalSettings.title`): one title for both
+    assert EXTERNAL.run_name("evaluate_external", params) == "mine.jsonl: cola classifier, heldout_sst2 ExpNet"
     assert EXTERNAL.tags("evaluate_external", params) == {"file": "x/mine.jsonl", "classifier_task": "cola",
                                                           "expnet_fold": "heldout_sst2"}
     assert EXTERNAL.experiment(params) == "external"

@@ -21,6 +21,7 @@ from learned_attribution.core.models.features import feature_names
 from learned_attribution.core.tasks import FOLDS
 from learned_attribution.services.bundle import Bundle
 from learned_attribution.services.config import ComputeSettings, ScoringSettings
+from learned_attribution.services.config import ExternalSettings, external_settings
 from learned_attribution.services.evaluation import external
 from learned_attribution.services.evaluation.protocol import METRIC_COLUMNS
 
@@ -35,8 +36,8 @@ def _jsonl(*records) -> str:
     return "\n".join(r if isinstance(r, str) else json.dumps(r) for r in records) + "\n"
 
 
-def _settings(**values) -> external.ExternalSettings:
-    return external.external_settings({"file": "f.jsonl", "classifier_task": "sst2", "expnet_fold": "heldout_sst2",
+def _settings(**values) -> ExternalSettings:
+    return external_settings({"file": "f.jsonl", "classifier_task": "sst2", "expnet_fold": "heldout_sst2",
                                        **DEFAULTS, **values})
 
 
@@ -110,7 +111,7 @@ def test_settings_are_parsed_and_missing_or_unknown_ones_are_named():
         _settings(classifier_task=None, expnet_fold="")
     with pytest.raises(ValueError, match=r"evaluate_external.max_examples, evaluate_external.batch_size, "
                                          r"evaluate_external.mlflow_experiment missing"):
-        external.external_settings({"file": "f.jsonl", "classifier_task": "sst2", "expnet_fold": "heldout_sst2"})
+        external_settings({"file": "f.jsonl", "classifier_task": "sst2", "expnet_fold": "heldout_sst2"})
     with pytest.raises(ValueError, match=r"unknown parameter\(s\) evaluate_external.max_example;"):
         _settings(max_example=3)
     with pytest.raises(ValueError, match="expnet_fold must be one of"):
@@ -143,7 +144,7 @@ def _catalog_paths(catalog: dict) -> dict[str, str]:
                                          "expnet_fold": "heldout_hatexplain"}])
 def test_the_run_time_parameters_reach_the_catalog_and_the_parameters_alike(env, root, chosen):
     config = _config(env, {"evaluate_external": chosen} if chosen else None)
-    settings = external.external_settings(config["parameters"]["evaluate_external"])  # every default in the YAML
+    settings = external_settings(config["parameters"]["evaluate_external"])  # every default in the YAML
     task, fold = settings.classifier_task, settings.expnet_fold
     assert _catalog_paths(config["catalog"]) == {
         "external_rationales": settings.file,

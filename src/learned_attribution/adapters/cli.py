@@ -20,11 +20,12 @@ from typing import Sequence
 from tqdm.auto import tqdm
 
 from learned_attribution.core.atomic import probe_writable, write_text_atomically
+from learned_attribution.core.data.rationales import FORMATS, annotation_formats
 from learned_attribution.core.data.texts import read_inputs, require_text
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.models.artifacts import IncompatibleClassifierError
 from learned_attribution.core.tasks import FOLDS
-from learned_attribution.services.amortize.teacher import TEACHER_BUDGETS
+from learned_attribution.core.explainers.teacher import TEACHER_BUDGETS
 from learned_attribution.services.bundle import CARD, DEFAULT_MODELS_DIR, STUDENT
 from learned_attribution.services.explain import FoldExplainer, StudentExplainer
 from learned_attribution.services.explanation import WORD_SPLITS
@@ -141,15 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
                                           "default: the fold's held-out task's")
     fit.add_argument("--input", help="unlabeled texts: .txt (one a line), .jsonl or .csv (a student)")
     fit.add_argument("--rationales", help="annotated examples in evaluate_external's formats (docs/"
-                                          "external_rationales.md: .jsonl of words, rationale, label; span JSONL; a "
-                                          "doccano .jsonl or Label Studio .json export): refit --fold's ExpNet+ on "
-                                          "them")
+                                          "external_rationales.md: " + "; ".join(f.summary for f in FORMATS.values())
+                                          + "): refit --fold's ExpNet+ on them")
     fit.add_argument("--rationale-labels", nargs="+", metavar="NAME",
-                     help="with a doccano or Label Studio export: the span labels that mark rationales (needed when "
-                          "the export has several labels)")
+                     help=f"with a {' or '.join(f.title for f in FORMATS.values() if f.tagged)} export: the span "
+                          "labels that mark rationales (needed when the export has several labels)")
     fit.add_argument("--class-field", metavar="NAME",
-                     help="with a span file: the field holding the integer class (default: label in span JSONL and "
-                          "Label Studio's data, class in doccano)")
+                     help="with a span file: the field holding the integer class (default: " + ", ".join(
+                         f"{f.class_field} in {f.title}" for f in FORMATS.values() if f.class_field) + ")")
     fit.add_argument("--fold", help=f"with --rationales: the trained fold ({', '.join(FOLDS)}) or a fold folder")
     fit.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="with --rationales: where trained folds "
                                                                          "are (default: data/06_models)")
@@ -185,19 +185,20 @@ def build_parser() -> argparse.ArgumentParser:
     suggest = commands.add_parser("suggest", help="pick which of your texts to annotate for a fold's few-shot refit "
                                                   "(fit --rationales)",
                                   description="Picks k texts to annotate (docs/fewshot.md, \"Which examples to "
-                                              "annotate\"): the classifier's most uncertain texts, spread over its "
-                                              "representation; writes them as a file to import into an annotation "
-                                              "tool, each with the predicted class.")
+                                              "annotate\"): the most typical text of each of k clusters of the "
+                                              "classifier's [CLS] representation (seeded k-means, --seed); writes "
+                                              "them as a file to import into an annotation tool, each with the "
+                                              "predicted class.")
     suggest.add_argument("--fold", required=True, help=f"the trained fold ({', '.join(FOLDS)}) or a fold folder whose "
                                                        "ExpNet+ will be refit")
     suggest.add_argument("--input", required=True, help="your texts: .txt (one a line), .jsonl (text or words, "
                                                         "optional id) or .csv")
     suggest.add_argument("--k", type=int, required=True, help="how many texts to annotate")
-    suggest.add_argument("--output", required=True, help="the file to annotate: .json (label-studio) or .jsonl "
-                                                         "(doccano, spans)")
-    suggest.add_argument("--format", default="label-studio", help="label-studio (an import JSON list), doccano (an "
-                                                                  "import JSONL) or spans (span JSONL with empty "
-                                                                  "spans); default: label-studio")
+    suggest.add_argument("--output", required=True, help="the file to annotate: " + ", ".join(
+        f"{FORMATS[name].suffix} ({name})" for name in annotation_formats()))
+    suggest.add_argument("--format", default="label-studio", help="the file's format, an import for the annotation "
+                                                                  f"tool: {', '.join(annotation_formats())} "
+                                                                  "(docs/fewshot.md); default: label-studio")
     suggest.add_argument("--classifier", help="task name, a save_pretrained folder or a hub name (default: the "
                                               "fold's held-out task's, as fit --rationales)")
     suggest.add_argument("--text-column", default="text", help="text column of a .csv input (default: text)")
@@ -225,13 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def fit_command(args: argparse.Namespace) -> int:
     # Imported here: the explain command, the common one, starts without the training and MLflow stack.
-    from learned_attribution.core.models.architectures import architecture
-    from learned_attribution.core.models.runner import resolve_device
-    from learned_attribution.services import bundle as bundles
-    from learned_attribution.services.amortize import amortize, student_bundle
-    from learned_attribution.services.amortize.settings import AmortizeSettings
-    from learned_attribution.services.amortize.teacher import Teacher, TeacherUnfinished
-    from learned_attribution.services.config import dask_settings
+    from learned_attribution.services.amortize.teacher import TeacherUnfinished
+    from learned_attribution.services.amortize.fit import fit
 
     output = Path(args.output)
     if output.exists() and not (output / CARD).is_file():
@@ -246,34 +242,21 @@ def fit_command(args: argparse.Namespace) -> int:
     if args.no_test_check:
         raise InputError("--no-test-check goes with --rationales: a student is fitted on unlabeled texts")
     texts, ids = read_inputs(args.input, args.text_column)
-    classifier = bundles.task_classifier(args.classifier)
-    architecture(classifier.model)  # an unsupported family stops here, naming the supported ones
     try:
-        teacher = Teacher.default(args.teacher, args.n_samples, args.seed)
-    except ValueError as error:
-        raise InputError(f"--n-samples: {error}") from None
-    settings = AmortizeSettings(teacher=teacher, max_texts=args.max_texts, held_out_texts=args.held_out,
-                                reference_factor=args.reference_factor, seed=args.seed,
-                                teacher_minutes=args.teacher_minutes)
-    dask = None
-    if args.dask:
-        dask = dask_settings({"address": args.dask, "n_workers": args.dask_workers, "threads_per_worker": 1,
-                              "methods": None, "batches_per_task": 1, "retries": 1}, args.device)
-    device = resolve_device(args.device)
-    classifier.model.to(device)
-    cache = Path(args.cache) if args.cache else output.with_name(output.name + ".teacher")
-    try:
-        result = amortize(classifier, texts, ids, settings, cache, dask=dask, device=device,
-                          context={"classifier_spec": str(args.classifier)})
+        student = fit(args.classifier, texts, output, teacher=args.teacher, n_samples=args.n_samples, ids=ids,
+                      device=args.device, dask=args.dask, dask_workers=args.dask_workers, cache=args.cache,
+                      title=f"Student of {args.teacher} for {args.classifier}", max_texts=args.max_texts,
+                      held_out_texts=args.held_out, reference_factor=args.reference_factor, seed=args.seed,
+                      teacher_minutes=args.teacher_minutes)
+    except InputError as error:
+        raise InputError(str(error).replace("n_samples:", "--n-samples:", 1)) from None
     except TeacherUnfinished as stopped:  # not a failure: the parts are kept for the next invocation
         print(f"stopped after --teacher-minutes {args.teacher_minutes:g}: {stopped}", file=sys.stderr)
         return TEACHER_UNFINISHED
-    bundle = student_bundle(result, settings, classifier, f"Student of {args.teacher} for {args.classifier}")
-    bundles.write_bundle(bundle, output)
     print(f"wrote {output} (student, report.md); explain with: learned-attribution explain --explainer {output} "
           "TEXT", file=sys.stderr)
     if args.tracking_uri:
-        logged = log_student(args, output, bundle, settings)
+        logged = log_student(args, output, student.bundle)
         print(f"logged MLflow run {logged} ({args.tracking_uri}, experiment {args.experiment})", file=sys.stderr)
     return 0
 
@@ -302,7 +285,8 @@ def fit_rationales_command(args: argparse.Namespace, output: Path) -> int:
 
 def suggest_command(args: argparse.Namespace) -> int:
     from learned_attribution.core.models import artifacts
-    from learned_attribution.services.fewshot.suggest import annotation_file, check_format, suggest
+    from learned_attribution.core.data.rationales import annotation_file, check_format
+    from learned_attribution.services.fewshot.suggest import suggest
 
     check_format(args.format, args.output)
     check_output("--output", args.output)
@@ -325,7 +309,7 @@ def suggest_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def log_student(args: argparse.Namespace, output: Path, bundle, settings) -> str:
+def log_student(args: argparse.Namespace, output: Path, bundle) -> str:
     """The student's MLflow run, as the amortize pipeline logs one (`adapters/hooks/runs.STUDENT`), its bundle
     registered as `<experiment>-<folder name>`; returns the run's registered model."""
     from learned_attribution.adapters.hooks.runs import STUDENT, Logged  # MLflow: only with --tracking-uri
@@ -335,7 +319,7 @@ def log_student(args: argparse.Namespace, output: Path, bundle, settings) -> str
 
     client, uri = tracking_client(args.tracking_uri)
     guard = store.GuardedLogging(strict=True)
-    params = {"classifier": str(args.classifier), "input": str(args.input), "teacher": settings.teacher.identity()}
+    params = {"classifier": str(args.classifier), "input": str(args.input), "teacher": json.dumps(bundle.card["teacher"], sort_keys=True)}
     key = store.resume_key(f"fit:{output.resolve()}", "cli", store.git_commit(Path.cwd()), {}, {})
     run = TrackedRun.open(client, experiment(client, args.experiment), name=output.name, key=key, resume=False,
                           tags={}, params=params, raw_inputs=store.raw_file_inputs({"input": args.input}),

@@ -42,6 +42,10 @@ TASK_REGISTRY: tuple[Task, ...] = (
 TASKS = tuple(task.name for task in TASK_REGISTRY)
 FOLD_PREFIX = "heldout_"
 FOLDS = tuple(f"{FOLD_PREFIX}{task}" for task in TASKS)
+# The other per-task namespaces: a fold's ablation (`ablation_<task>`) and a task classifier's student
+# (`student_<task>`).
+ABLATION_PREFIX = "ablation_"
+STUDENT_PREFIX = "student_"
 # The protocol holds one task out and selects ExpNet+ by leaving one of the others out: two training tasks at least.
 MIN_TASKS = 3
 CLASS_NAMES = {task.name: task.class_names for task in TASK_REGISTRY}

@@ -308,26 +308,3 @@ def open_explainer(folder: str | Path, device: str = "auto") -> BundleExplainer:
     if bundles.is_student(folder):
         return StudentExplainer.from_folder(folder, device=device)
     return FoldExplainer.from_fold(folder, device=device)
-
-
-def fit(classifier: str | Path | TrainedClassifier, texts: Sequence[str | Sequence[str]], output: str | Path, *,
-        teacher: str = "kernel_shap", teacher_settings: dict | None = None, ids: Sequence[str] | None = None,
-        device: str = "auto", **settings) -> StudentExplainer:
-    """Train an amortized student of `teacher` for `classifier` (a folder saved with `save_pretrained`, a task name
-    or a loaded `TrainedClassifier`) on unlabeled `texts`, write its folder to `output` (with its report and tables)
-    and return it as a `StudentExplainer`. `settings` are `AmortizeSettings` fields (max_texts, held_out_texts,
-    reference_factor, seed, ...); the teacher's resumable parts go beside `output` (`<output>.teacher`)."""
-    from .amortize import amortize, student_bundle  # the training stack: only when a student is fitted
-    from .amortize.settings import AmortizeSettings
-    from .amortize.teacher import Teacher
-
-    if not isinstance(classifier, TrainedClassifier):
-        classifier = bundles.task_classifier(classifier)
-    chosen = AmortizeSettings(teacher=Teacher(teacher, dict(teacher_settings)) if teacher_settings is not None
-                              else Teacher.default(teacher, seed=settings.get("seed", 0)), **settings)
-    output = Path(output)
-    classifier.model.to(resolve_device(device))
-    result = amortize(classifier, texts, ids, chosen, output.with_name(output.name + ".teacher"),
-                      device=resolve_device(device))
-    bundles.write_bundle(student_bundle(result, chosen, classifier, f"Student of {teacher}"), output)
-    return StudentExplainer.from_folder(output, classifier, device=device)

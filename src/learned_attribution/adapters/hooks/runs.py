@@ -14,13 +14,13 @@ dataset here; no node calls MLflow.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from learned_attribution.core.tasks import FOLD_PREFIX, FOLDS, TASKS, held_out_task
-from learned_attribution.services.amortize.settings import amortize_settings
+from learned_attribution.core.tasks import ABLATION_PREFIX, FOLD_PREFIX, FOLDS, STUDENT_PREFIX, TASKS, held_out_task
+from learned_attribution.services.config import RunParameters
+from learned_attribution.services.config.runs import FOLD_BLOCKS
 from learned_attribution.services.tracking.run import TrackedRun
 
 from .. import serving
@@ -31,11 +31,10 @@ METRIC_FIELDS = ("n_examples", "f1", "precision", "recall", "f1_micro", "auroc",
 
 @dataclass
 class Logged:
-    """What an output's logging action may read besides the data: the run's namespace, the parameters, the
-    catalog (a saved folder's path), the run's experiment and the other open runs (the parent, the folds)."""
+    """What an output's logging action may read besides the data: the run's namespace, the catalog (a saved
+    folder's path), the run's experiment and the other open runs (the parent, the folds)."""
 
     namespace: str
-    params: Mapping[str, Any]
     catalog: Any
     experiment: str
     runs: Mapping[str, TrackedRun] = field(default_factory=dict)
@@ -49,17 +48,17 @@ Action = Callable[[TrackedRun, Any, Logged], None]
 class RunKind:
     """One kind of MLflow run: the namespaces it covers, its experiment, name, tags and parameters, whether it is a
     child of the `kedro run`'s parent run, and the logging action of each of its outputs (by dataset name without
-    the namespace)."""
+    the namespace). Each reads the run's parameters as parsed (`RunParameters`)."""
 
     name: str
     matches: Callable[[str], bool]
-    experiment: Callable[[Mapping], str]
-    run_name: Callable[[str, Mapping], str]
-    tags: Callable[[str, Mapping], dict[str, str]]
-    params: Callable[[str, Mapping], dict]
+    experiment: Callable[[RunParameters], str]
+    run_name: Callable[[str, RunParameters], str]
+    tags: Callable[[str, RunParameters], dict[str, str]]
+    params: Callable[[str, RunParameters], dict]
     outputs: Mapping[str, Action]
     child: bool = False
-    artifact_location: Callable[[Mapping], str | None] = lambda params: None
+    artifact_location: Callable[[RunParameters], str | None] = lambda params: None
 
 
 def metric_entries(metrics: pd.DataFrame) -> dict[str, float]:
@@ -101,11 +100,10 @@ def metric_table(artifact: str) -> Action:
 # Folds and their parent run
 # ----------------------------------------------------------------------------------------------------
 
-def shared_parameters(params: Mapping) -> dict:
+def shared_parameters(params: RunParameters) -> dict:
     """What a fold run (and its parent) computes from: the encoder, the classifiers, the features, the explained
     layer, the folds' settings and variant catalogue, max_length and the seed."""
-    return {key: params.get(key) for key in ("encoder", "features", "crosstask", "expnet_plus_variants",
-                                               "classifiers", "explained_layer", "max_length", "seed")}
+    return params.blocks(*FOLD_BLOCKS)
 
 
 def _ablation(run: TrackedRun, data: pd.DataFrame, logged: Logged) -> None:
@@ -133,7 +131,7 @@ def _fold_bundle(run: TrackedRun, data, logged: Logged) -> None:
 
 FOLD = RunKind(
     name="fold", matches=lambda namespace: namespace in FOLDS,
-    experiment=lambda params: params["mlflow"]["experiment"],
+    experiment=lambda params: params.tracking.experiment,
     run_name=lambda namespace, params: namespace,
     tags=lambda namespace, params: {"fold": namespace, "held_out_task": held_out_task(namespace)},
     params=lambda namespace, params: {**shared_parameters(params), "fold": namespace,
@@ -149,15 +147,14 @@ FOLD = RunKind(
              "explain_cost": table("explain_cost.csv"), "explain_failures": table("explain_failures.csv"),
              "bundle": _fold_bundle})
 
-ABLATION_PREFIX = "ablation_"
 ABLATION = RunKind(
     name="ablation", matches=lambda namespace: namespace.removeprefix(ABLATION_PREFIX) in TASKS
     and namespace.startswith(ABLATION_PREFIX),
-    experiment=lambda params: f"{params['mlflow']['experiment']}-ablation",
+    experiment=lambda params: f"{params.tracking.experiment}-ablation",
     run_name=lambda namespace, params: namespace,
     tags=lambda namespace, params: {"fold": FOLD_PREFIX + namespace.removeprefix(ABLATION_PREFIX),
                                     "held_out_task": namespace.removeprefix(ABLATION_PREFIX)},
-    params=lambda namespace, params: {**shared_parameters(params), "ablation": params.get("ablation"),
+    params=lambda namespace, params: {**shared_parameters(params), **params.blocks("ablation"),
                                       "fold": FOLD_PREFIX + namespace.removeprefix(ABLATION_PREFIX)},
     outputs={"expnet_plus_selection": table("expnet_plus_selection.csv"), "expnet_plus_ablation": _ablation,
              "expnet_plus_cost": table("expnet_plus_cost.csv"), "cost_plot": figure("cost_vs_plausibility.png")})
@@ -217,12 +214,12 @@ def _student_bundle(run: TrackedRun, data, logged: Logged) -> None:
 
 
 STUDENT = RunKind(
-    name="student", matches=lambda namespace: namespace.startswith("student_"),
-    experiment=lambda params: (((params.get("amortize") or {}).get("mlflow") or {}).get("experiment") or "amortize"),
-    run_name=lambda namespace, params: namespace, tags=lambda namespace, params: {"task": namespace[len("student_"):]},
-    params=lambda namespace, params: {"task": namespace[len("student_"):], "explained_layer": params.get("explained_layer"),
-                                      "amortize": amortize_settings(params.get("amortize"),
-                                                                    params.get("explained_layer", -1)).as_params()},
+    name="student", matches=lambda namespace: namespace.startswith(STUDENT_PREFIX),
+    experiment=lambda params: params.amortize_experiment,
+    run_name=lambda namespace, params: namespace,
+    tags=lambda namespace, params: {"task": namespace.removeprefix(STUDENT_PREFIX)},
+    params=lambda namespace, params: {"task": namespace.removeprefix(STUDENT_PREFIX),
+                                      **params.blocks("explained_layer"), "amortize": params.amortize.as_params()},
     outputs={"student_variants": table("variants.csv"), "table": table("table.csv"),
              "fidelity": _headline("fidelity", ("spearman", "top10", "top20", "top5_tokens")),
              "faithfulness": _headline("faithfulness", ("comprehensiveness", "sufficiency")),
@@ -234,51 +231,23 @@ STUDENT = RunKind(
 # A rationale file, and AFN
 # ----------------------------------------------------------------------------------------------------
 
-def _external(params: Mapping) -> Mapping:
-    return params.get("evaluate_external") or {}
-
-
-def _external_params(params: Mapping) -> dict:
-    """What an evaluation computes from: the file (as given and resolved), the classifier's task, the fold (and
-    whether the classifier is the fold's held-out one), the cap, max_length, the protocol's baselines, expensive
-    methods, sample size and bootstrap, and the explained layer."""
-    settings = _external(params)
-    held_out = held_out_task(settings.get("expnet_fold"))
-    return {"file": settings.get("file"), "file_resolved": str(Path(str(settings.get("file"))).resolve()),
-            "classifier_task": settings.get("classifier_task"), "expnet_fold": settings.get("expnet_fold"),
-            "fold_held_out_task": held_out, "classifier_is_folds_held_out": settings.get("classifier_task") == held_out,
-            "max_length": params.get("max_length"), "max_examples": settings.get("max_examples"),
-            "crosstask": {k: (params.get("crosstask") or {}).get(k) for k in ("baselines", "expensive",
-                                                                              "expensive_sample_size", "bootstrap")},
-            "explained_layer": params.get("explained_layer")}
-
-
 EXTERNAL = RunKind(
     name="evaluate_external", matches=lambda namespace: namespace == "evaluate_external",
-    experiment=lambda params: _external(params).get("mlflow_experiment") or "external",
-    run_name=lambda namespace, params: (f"{Path(str(_external(params).get('file'))).stem}: "
-                                        f"{_external(params).get('classifier_task')} classifier, "
-                                        f"{_external(params).get('expnet_fold')} ExpNet"),
-    tags=lambda namespace, params: {key: str(_external(params).get(key))
+    experiment=lambda params: params.external.mlflow_experiment,
+    run_name=lambda namespace, params: params.external.title,
+    tags=lambda namespace, params: {key: str(getattr(params.external, key))
                                     for key in ("file", "classifier_task", "expnet_fold")},
-    params=lambda namespace, params: _external_params(params),
+    params=lambda namespace, params: params.external_parameters(),
     outputs={"metrics_table": metric_table("external_metrics.csv"), "explain_failures": table("explain_failures.csv"),
              "explain_cost": table("explain_cost.csv"), "counts": lambda run, data, logged: run.metrics(data),
              "metrics_plot": figure("metrics.png")})
 
-
-def _afn(params: Mapping) -> Mapping:
-    return (params.get("afn") or {}).get("mlflow") or {}
-
-
 AFN = RunKind(
     name="afn", matches=lambda namespace: namespace == "afn",
-    experiment=lambda params: _afn(params).get("experiment") or "afn",
-    artifact_location=lambda params: _afn(params).get("artifact_location"),
+    experiment=lambda params: params.afn.mlflow_experiment,
+    artifact_location=lambda params: params.afn.artifact_location,
     run_name=lambda namespace, params: "afn", tags=lambda namespace, params: {},
-    params=lambda namespace, params: {"encoder": params.get("encoder"), "max_length": params.get("max_length"),
-                                      "seed": params.get("seed"),
-                                      "afn": {k: v for k, v in (params.get("afn") or {}).items() if k != "mlflow"}},
+    params=lambda namespace, params: params.afn_parameters(),
     outputs={"headline": lambda run, data, logged: run.metrics({k: v for k, v in data.items() if k != "encoder"}),
              "layer_comparison": both(lambda run, data, logged: run.layer_metrics(data),
                                       table("layer_comparison.csv")),

@@ -86,12 +86,12 @@ class NodeTimingHook:
 
 def _kernels(catalog) -> str:
     """The kernels the run's torch work uses (`params:compute`'s device and bf16, resolved as the nodes resolve them)."""
-    from learned_attribution.core.models.runner import kernels_description, resolve_bf16, resolve_device
+    from learned_attribution.core.models.runner import kernels_description
+    from learned_attribution.services.config import compute_settings
 
     try:
-        compute = catalog.load("params:compute")
-        device = resolve_device(compute["device"])
-        return kernels_description(device, resolve_bf16(compute["bf16"], device))
+        compute = compute_settings(catalog.load("params:compute"))
+        return kernels_description(compute.device, compute.bf16)
     except Exception as error:  # noqa: BLE001 (a pipeline without the compute block still gets its timings)
         logger.debug("kernels not resolved: %s", error)
         return ""

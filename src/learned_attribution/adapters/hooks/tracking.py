@@ -16,7 +16,7 @@ from kedro.framework.hooks import hook_impl
 from learned_attribution.core.models.loading import PACKAGED_BASE_ENCODER
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 from learned_attribution.pipelines import data_processing
-from learned_attribution.services.config import tracking_settings
+from learned_attribution.services.config import RunParameters
 from learned_attribution.services.tracking import store
 from learned_attribution.services.tracking.run import TrackedRun, experiment, param_values, tracking_client
 
@@ -43,10 +43,10 @@ def remaining_nodes(pipeline, catalog, only_missing_outputs: bool) -> list:
     return [node for node in nodes if node in keep]
 
 
-def check_packaged_encoder(encoder: dict[str, Any]) -> None:
+def check_packaged_encoder(encoder: str | None) -> None:
     """The packaged base encoder needs the `base` install extra: without it, stop before any work with one line
     naming the extra and the install command (`core/models/packaged.py`)."""
-    if encoder.get("name_or_path") == PACKAGED_BASE_ENCODER:
+    if encoder == PACKAGED_BASE_ENCODER:
         from learned_attribution.core.models.packaged import ALL_MPNET_BASE_V2, installed_parts  # the extra's check
 
         installed_parts(ALL_MPNET_BASE_V2)
@@ -65,7 +65,7 @@ class MlflowRunsHook:
     """Opens the runs before the pipeline, logs each output as it is saved, closes the runs after it."""
 
     def __init__(self) -> None:
-        self._params: dict[str, Any] = {}
+        self._params = RunParameters({})
         self._reset()
 
     def _reset(self) -> None:
@@ -79,12 +79,12 @@ class MlflowRunsHook:
 
     @hook_impl
     def after_context_created(self, context) -> None:
-        self._params = context.params
+        self._params = RunParameters(context.params)
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
         self._reset()
-        check_packaged_encoder(self._params.get("encoder", {}))  # a missing install extra: one line, before any work
+        check_packaged_encoder(self._params.encoder)  # a missing install extra: one line, before any work
         resume = bool(run_params.get("only_missing_outputs"))
         nodes = remaining_nodes(pipeline, catalog, resume)
         namespaces = sorted({_root(node.namespace) for node in nodes if kind_of(_root(node.namespace))})
@@ -92,7 +92,7 @@ class MlflowRunsHook:
                   or any(output in PARENT_OUTPUTS for node in nodes for output in node.outputs))
         if not namespaces and not parent:
             return  # nothing left that logs to MLflow (a no-op resume among others): no run, no check
-        settings = tracking_settings(self._params.get("mlflow"))
+        settings = self._params.tracking
         client, uri = tracking_client(settings.tracking_uri)  # an unusable store stops the run here, in one line
         self._guard = store.GuardedLogging(settings.strict)
         self._catalog = catalog
@@ -126,7 +126,7 @@ class MlflowRunsHook:
                                    commit=commit, guard=self._guard)
 
         if parent:
-            self._parent_experiment = params["mlflow"]["experiment"]
+            self._parent_experiment = params.tracking.experiment
             parent_experiment = experiment_of(self._parent_experiment)
             folds = sorted({_root(n.namespace) for n in pipeline.nodes if _root(n.namespace).startswith(FOLD_PREFIX)})
             kind = "crosstask" if folds else "classifiers"
@@ -177,7 +177,7 @@ class MlflowRunsHook:
         else:
             return
         if action is not None:
-            logged = Logged(namespace, self._params, self._catalog, experiment_name,
+            logged = Logged(namespace, self._catalog, experiment_name,
                             {n: r for n, r in self._runs.items() if n.startswith(FOLD_PREFIX)}, self._parent)
             self._guard(f"{dataset_name} (to {run.client.tracking_uri})", action, run, data, logged)
 

@@ -15,8 +15,8 @@ from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import fold_training
 from learned_attribution.services.config import (ComputeSettings, ExpnetPlusCandidates, ScoringSettings,
-                                                 compute_settings, expnet_plus_candidates, expnet_plus_recipe,
-                                                 scoring_settings)
+                                                 compute_settings, encoder_name, expnet_plus_candidates,
+                                                 folds_expnet_plus, scoring_settings)
 from learned_attribution.services.evaluation import ablation as ablation_scoring
 from learned_attribution.services.evaluation import cost, protocol
 from learned_attribution.services.reporting import charts
@@ -31,7 +31,7 @@ def ablation_settings(ablation: dict[str, Any], crosstask: dict[str, Any], varia
     of the main job's recipe and where the torch work runs, parsed before any work."""
     parsed = compute_settings(compute)
     return (scoring_settings(crosstask, layer, seed, parsed), expnet_plus_candidates(ablation, variants, seed),
-            expnet_plus_recipe(crosstask["expnet_plus"], variants, seed).variant.name, parsed)
+            folds_expnet_plus(crosstask, variants, seed).variant.name, parsed)
 
 
 def select_expnet_plus(budget: dict[str, float], candidates: ExpnetPlusCandidates, compute: ComputeSettings,
@@ -47,7 +47,7 @@ def fit_candidates(heldout_signals: Parts, classifier: TrainedClassifier, budget
     """Every candidate retrained on all the training tasks, for the held-out classifier (its signals unlabeled)."""
     return fold_training.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
                                  budget, candidates.variants, candidates.training, classifier, fold=fold, layer=layer,
-                                 encoder=encoder["name_or_path"], max_length=max_length, device=compute.device)
+                                 encoder=encoder_name(encoder), max_length=max_length, device=compute.device)
 
 
 def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, heldout_signals: Parts,

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
-from learned_attribution.core.tasks import FOLD_PREFIX, MIN_TASKS, TASKS
+from learned_attribution.core.tasks import ABLATION_PREFIX, FOLD_PREFIX, MIN_TASKS, TASKS
 from learned_attribution.pipelines import bind
 from learned_attribution.services.reporting.crosstask import ablation_report
 
@@ -17,7 +17,6 @@ from .nodes import (ablation_settings, ablation_table, fit_candidates, plot_cost
 
 PARAMETERS = {"ablation", "crosstask", "expnet_plus_variants", "explained_layer", "seed", "compute", "encoder",
               "max_length"}
-NAMESPACE_PREFIX = "ablation_"
 
 
 def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
@@ -50,10 +49,10 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
                                     "compute_settings"], "expnet_plus_cost", name="time_candidates"),
              node(bind(plot_cost, fold=fold), [metrics, cost_table, "expnet_plus_ablation", "expnet_plus_cost"],
                   "cost_plot", name="plot_cost")],
-            namespace=f"{NAMESPACE_PREFIX}{task}",
+            namespace=f"{ABLATION_PREFIX}{task}",
             inputs={signals, classifier, predictions, budget, metrics, cost_table, *train_signals},
             parameters=PARAMETERS))
-    report = node(ablation_report, [f"{NAMESPACE_PREFIX}{task}.expnet_plus_ablation" for task in tasks],
+    report = node(ablation_report, [f"{ABLATION_PREFIX}{task}.expnet_plus_ablation" for task in tasks],
                   ["expnet_plus_ablation", "expnet_plus_ablation_page", "expnet_plus_ablation_plot"],
                   name="expnet_plus_report")
     return pipeline([*folds, report])

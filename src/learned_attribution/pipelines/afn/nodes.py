@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from learned_attribution.core.data.schema import RawText
 from learned_attribution.services.afn import build, measure
 from learned_attribution.services.afn.layers import summary
-from learned_attribution.services.afn.settings import AfnSettings, afn_settings
+from learned_attribution.services.config import AfnSettings, afn_settings
 from learned_attribution.services.config import ComputeSettings, compute_settings
 from learned_attribution.services.reporting.afn import render_report, run_config
 from learned_attribution.services.reporting.afn_charts import afn_figures

@@ -14,7 +14,7 @@ from learned_attribution.services import amortize as amortization
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.amortize.examples import task_examples, text_examples
 from learned_attribution.services.amortize.scores import evaluate_student as evaluated, plausibility_rows
-from learned_attribution.services.amortize.settings import AmortizeSettings, amortize_settings
+from learned_attribution.services.config import AmortizeSettings, amortize_settings
 from learned_attribution.services.amortize.student import fit_student as fitted, student_signals as signals_of
 from learned_attribution.services.amortize.teacher import TeacherRun, teacher_attributions, teacher_deadline
 from learned_attribution.services.config import ComputeSettings, ScoringSettings, compute_settings, scoring_settings

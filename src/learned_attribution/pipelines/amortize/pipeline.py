@@ -11,7 +11,7 @@ from typing import Sequence
 
 from kedro.pipeline import Pipeline, node, pipeline
 
-from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
+from learned_attribution.core.tasks import FOLD_PREFIX, STUDENT_PREFIX, TASKS
 from learned_attribution.pipelines import bind
 from learned_attribution.services.reporting.amortize import amortize_summary
 
@@ -87,7 +87,7 @@ def create_own_pipeline() -> Pipeline:
 def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
     """One student per task classifier, then the summary of them all."""
     students = [
-        pipeline(student_template(task), namespace=f"student_{task}",
+        pipeline(student_template(task), namespace=f"{STUDENT_PREFIX}{task}",
                  inputs={"classifier": f"{task}.classifier", "tokenized": f"tokenized_{task}",
                          "predictions": f"{task}.rationale_predictions",
                          "fold_metrics": f"{FOLD_PREFIX}{task}.fold_metrics", "budget": f"{FOLD_PREFIX}{task}.budget",
@@ -95,6 +95,6 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
                  parameters=PARAMETERS | {"crosstask", "seed"})
         for task in tasks
     ]
-    summary = node(amortize_summary, [f"student_{task}.table" for task in tasks], "amortize_summary",
+    summary = node(amortize_summary, [f"{STUDENT_PREFIX}{task}.table" for task in tasks], "amortize_summary",
                    name="amortize_summary")
     return pipeline([*students, summary])

@@ -10,7 +10,7 @@ import pandas as pd
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.services import classifiers
 from learned_attribution.services.config import (ClassifierSettings, ComputeSettings, FeatureSettings,
-                                                 classifier_settings, compute_settings, feature_settings)
+                                                 classifier_settings, compute_settings, encoder_name, feature_settings)
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def task_settings(classifier: dict[str, Any], features: dict[str, Any], seed: in
 def train_classifier(tokenized: pd.DataFrame, encoder: dict[str, Any], settings: ClassifierSettings,
                      compute: ComputeSettings) -> tuple[TrainedClassifier, pd.DataFrame]:
     """Fine-tune the encoder on the task's classifier_train rows; the epoch is chosen on classifier_val."""
-    return classifiers.train_task_classifier(tokenized, encoder["name_or_path"], settings, compute)
+    return classifiers.train_task_classifier(tokenized, encoder_name(encoder), settings, compute)
 
 
 def predict_examples(classifier: TrainedClassifier, tokenized: pd.DataFrame, settings: ClassifierSettings,
@@ -45,7 +45,7 @@ def attention_features(signals: dict[str, Callable[[], pd.DataFrame]], classifie
                        predictions: pd.DataFrame, encoder: dict[str, Any], features: FeatureSettings, layer: int,
                        compute: ComputeSettings) -> dict[str, Callable[[], pd.DataFrame]]:
     """The paper's ExpNet inputs (SPEC §5), as Parquet parts saved lazily one chunk at a time."""
-    return classifiers.attention_feature_parts(signals, classifier, predictions, encoder["name_or_path"], features,
+    return classifiers.attention_feature_parts(signals, classifier, predictions, encoder_name(encoder), features,
                                                layer, compute)
 
 

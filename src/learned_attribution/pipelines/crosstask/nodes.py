@@ -16,8 +16,8 @@ from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services import fold_training
 from learned_attribution.services.config import (ComputeSettings, ExpnetPlusRecipe, ExpnetRecipe, ScoringSettings,
-                                                 check_crosstask, compute_settings, expnet_plus_recipe, expnet_recipe,
-                                                 scoring_settings)
+                                                 check_crosstask, compute_settings, encoder_name, expnet_plus_recipe,
+                                                 expnet_recipe, scoring_settings)
 from learned_attribution.services.evaluation import cost, protocol
 from learned_attribution.services.reporting import charts, pages
 
@@ -60,7 +60,7 @@ def train_expnet(classifier: TrainedClassifier, recipe: ExpnetRecipe, layer: int
     """The paper's ExpNet on the training tasks' attention features (one partition set per training task), with
     the fold's budget (`fold_training.train_paper_expnet`)."""
     return fold_training.train_paper_expnet([token_table(parts) for parts in training_features], recipe, classifier,
-                                    fold=fold, layer=layer, encoder=encoder["name_or_path"], max_length=max_length,
+                                    fold=fold, layer=layer, encoder=encoder_name(encoder), max_length=max_length,
                                     device=compute.device)
 
 
@@ -71,7 +71,7 @@ def fit_expnet_plus(heldout_signals: Parts, classifier: TrainedClassifier, budge
     signals unlabeled)."""
     models = fold_training.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
                                    budget, recipe.variants, recipe.training, classifier, fold=fold, layer=layer,
-                                   encoder=encoder["name_or_path"], max_length=max_length, device=compute.device)
+                                   encoder=encoder_name(encoder), max_length=max_length, device=compute.device)
     return models[recipe.variant.name], models[recipe.shape_free.name]
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 from learned_attribution.core.models.projection import project_dataset
 from learned_attribution.core.data.schema import RawText, cap_examples, data_report
 from learned_attribution.core.models.loading import load_tokenizer
-from learned_attribution.services.config import block
+from learned_attribution.services.config import block, encoder_name
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def tokenize_examples(examples: pd.DataFrame, encoder: dict[str, Any], max_lengt
                       max_per_role: int | None, seed: int) -> pd.DataFrame:
     """Project word rationales onto the configured encoder's subword tokens (SPEC §3), as a Hugging Face
     `datasets.Dataset` mapped in batches (`core.models.projection.project_dataset`)."""
-    tokenizer = load_tokenizer(encoder["name_or_path"])
+    tokenizer = load_tokenizer(encoder_name(encoder))
     table = datasets.Dataset.from_pandas(cap_examples(examples, max_per_role, seed), preserve_index=False)
     return project_dataset(table, tokenizer, max_length).to_pandas()
 

@@ -11,9 +11,9 @@ import pandas as pd
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.services.bundle import Bundle
-from learned_attribution.services.config import ComputeSettings, ScoringSettings, compute_settings, scoring_settings
+from learned_attribution.services.config import (ComputeSettings, ExternalSettings, ScoringSettings, compute_settings,
+                                                 external_settings, scoring_settings)
 from learned_attribution.services.evaluation import external, protocol
-from learned_attribution.services.evaluation.external import ExternalSettings
 from learned_attribution.services.reporting import charts
 
 
@@ -23,7 +23,7 @@ def parse_settings(evaluate_external: dict[str, Any], crosstask: dict[str, Any],
     """The first node: the `evaluate_external` block, the scoring protocol (a fold's, capped at the file's
     `max_examples`) and the compute settings, parsed once every output folder can be written (`external_outputs`),
     so that a bad setting or a read-only or full data/ stops the run before any work."""
-    settings = external.external_settings(evaluate_external)
+    settings = external_settings(evaluate_external)
     parsed = compute_settings(compute)
     scoring = scoring_settings(crosstask, layer, seed, parsed)
     external.check_writable(output_folders)

@@ -13,7 +13,7 @@ from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.config import (ComputeSettings, FewShotCurveSettings, ScoringSettings,
-                                                 compute_settings, expnet_plus_recipe, fewshot_settings as parse_fewshot,
+                                                 compute_settings, folds_expnet_plus, fewshot_settings as parse_fewshot,
                                                  scoring_settings)
 from learned_attribution.services.fewshot import choice, curve
 from learned_attribution.services.fewshot.choice import Refit
@@ -26,7 +26,7 @@ def fewshot_settings(crosstask: dict[str, Any], variants: dict[str, Any], values
     before any work."""
     parsed = compute_settings(compute)
     return (scoring_settings(crosstask, layer, seed, parsed), parse_fewshot(values, seed, variants),
-            expnet_plus_recipe(crosstask["expnet_plus"], variants, seed).training, parsed)
+            folds_expnet_plus(crosstask, variants, seed).training, parsed)
 
 
 def choose_refits(fold_bundle: bundles.Bundle, settings: FewShotCurveSettings, training_settings: TrainingSettings,

@@ -13,7 +13,7 @@ from learned_attribution.core.data.words import treebank_words
 from .alignment import AlignmentError
 from .corpus import Skip, read_user_pairs, read_user_sentences, sample_phrases, skips_frame, sst_phrases
 from .pairs import PROMPT, ShiftPair, context_pair, pairs_to_frame, prompt_pair, sst_minimal_pairs
-from .settings import AfnSettings, check_user_file
+from ..config import AfnSettings, check_user_file
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,8 @@ from learned_attribution.core.data.schema import RawText
 from learned_attribution.core.data.sst import TreeParseError, parse_tree
 from learned_attribution.core.data.words import treebank_words
 
+from ..config import check_word_range
+
 logger = logging.getLogger(__name__)
 
 NEUTRAL_LABEL = 2
@@ -47,13 +49,6 @@ class Skip:
 
 
 AFN_SKIP_COLUMNS = ["stage", "item", "reason", "detail"]
-
-
-def check_word_range(min_words: int, max_words: int, parameter: str) -> None:
-    """Reject a phrase-length range that selects nothing."""
-    if not (isinstance(min_words, int) and isinstance(max_words, int)) or min_words < 1 or max_words < min_words:
-        raise ValueError(f"parameters {parameter}.min_words={min_words!r} / max_words={max_words!r}: need "
-                         "integers with 1 <= min_words <= max_words")
 
 
 def sst_phrases(trees: RawText, split: str, min_words: int, max_words: int) -> list[list[Phrase]]:

@@ -16,7 +16,7 @@ import pandas as pd
 from learned_attribution.core.data.words import CONTENT, FUNCTION, PUNCTUATION, WORD_CLASSES
 
 from .pairs import CONTEXT, PROMPT
-from .settings import AfnSettings
+from ..config import AfnSettings
 from .strength import resolve_afn_layer
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from .buckets import activation_threshold, high_mask, normalized_ranks, strength
 from .corpus import Skip, skips_frame
 from .layers import PAIR_LAYER_COLUMNS, TOKEN_STRENGTH_COLUMNS
 from .pairs import ShiftPair, pairs_from_frame
-from .settings import AfnSettings
+from ..config import AfnSettings
 from .shift import PairShift, pair_shift
 from .strength import (EmptyTextError, TextTooLongError, TokenizedText, iter_hidden_states, token_strengths,
                        tokenize_words, torch_threads)

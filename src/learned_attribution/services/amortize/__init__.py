@@ -44,7 +44,7 @@ from .. import bundle as bundles
 from ..reporting.amortize import classifier_table, report_markdown
 from .examples import classifier_max_length, text_examples
 from .scores import evaluate_student
-from .settings import AmortizeSettings
+from ..config import AmortizeSettings
 from .student import fit_student, student_signals
 from .teacher import teacher_attributions, teacher_deadline
 

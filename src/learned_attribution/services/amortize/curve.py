@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .scores import fidelity_table, scores_of, student_method
-from .settings import AmortizeSettings
+from ..config import AmortizeSettings
 from .student import fit_student
 
 

@@ -13,7 +13,7 @@ from learned_attribution.core.data.words import tokenizer_words
 from learned_attribution.core.models.loading import max_positions
 from learned_attribution.core.models.runner import predict_proba
 
-from .settings import AmortizeSettings
+from ..config import AmortizeSettings
 
 logger = logging.getLogger(__name__)
 

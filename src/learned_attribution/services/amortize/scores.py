@@ -18,7 +18,7 @@ from ..config import ScoringSettings
 from ..evaluation.cost import FORWARD, Timed, cost_table, timed_forward
 from ..evaluation.faithfulness import faithfulness_rows, faithfulness_summary, scored
 from ..evaluation.protocol import expensive_sample, score_methods, scored_examples
-from .settings import AmortizeSettings
+from ..config import AmortizeSettings
 
 logger = logging.getLogger(__name__)
 

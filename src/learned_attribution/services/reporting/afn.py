@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from ..afn.layers import PAPER, R_H_TOLERANCE
-from ..afn.settings import AfnSettings
+from ..config import AfnSettings
 from .tables import table_lines
 
 # Plot files relative to the report (data/08_reporting/afn_report.md); conf/base/catalog_afn.yml writes them.

@@ -15,7 +15,7 @@ from learned_attribution.core.data.words import WORD_CLASSES
 
 from ..afn.layers import PAPER
 from ..afn.pairs import CONTEXT, PROMPT
-from ..afn.settings import AfnSettings
+from ..config import AfnSettings
 
 _CLASS_COLOURS = {"content": "tab:red", "function": "tab:blue", "punctuation": "tab:gray"}
 

@@ -2,13 +2,14 @@
 live here only; conf/base/parameters_amortize.yml sets what a pipeline run changes, merged onto them."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
+from learned_attribution.core.explainers.teacher import Teacher
 from learned_attribution.core.models.learned import TrainingSettings, Variant
 
-from ..config import block, dataclass_from, variant
-from .teacher import Teacher
+from .blocks import block, dataclass_from
+from .crosstask import variant
 
 # The student variants: one over forward-pass signals only (about a forward pass in cost), one that adds the gradient
 # sets (one backward pass), and each of the two with the tokens' last hidden states (`hidden_state`: the token in its
@@ -101,7 +102,7 @@ class AmortizeSettings:
         def plain(value):
             return list(value) if isinstance(value, tuple) else value
 
-        variants = {v.name: {key: plain(value) for key, value in asdict(v).items() if key != "name"}
+        variants = {v.name: {key: plain(value) for key, value in v.record().items() if key != "name"}
                     for v in self.variants}
         return {**{key: plain(getattr(self, key)) for key in SETTING_KEYS},
                 "teacher": {"method": self.teacher.method, "settings": dict(self.teacher.settings)},
@@ -136,3 +137,10 @@ def amortize_settings(amortize: Mapping[str, Any] | None, layer: int) -> Amortiz
     if student.get("training") is not None:
         settings = replace(settings, training=student["training"])
     return settings
+
+
+def amortize_experiment(amortize: Mapping[str, Any] | None) -> str:
+    """`amortize.mlflow.experiment` (default: amortize): where a pipeline run logs its students."""
+    values = block(amortize or {}, "amortize", (), (*SETTING_KEYS, "teacher", "student", "mlflow"))
+    mlflow = block(values.get("mlflow") or {}, "amortize.mlflow", (), ("experiment",))
+    return str(mlflow.get("experiment") or "amortize")

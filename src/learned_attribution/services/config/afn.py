@@ -17,15 +17,15 @@ from typing import Any, Mapping
 from learned_attribution.core.data.schema import RawText
 from learned_attribution.core.data.words import treebank_words
 
-from ..config import block, positive_int
-from .corpus import check_word_range
+from .blocks import block, positive_int
+from .classifiers import encoder_name
 
 SPLITS = ("train", "dev", "test")
 AFN_KEYS = ("layer", "percentile", "batch_size", "num_threads", "corpus", "pairs", "plots", "mlflow")
 CORPUS_KEYS = ("n_phrases", "min_words", "max_words", "splits", "user_sentences_file")
 PAIR_KEYS = ("n_context_pairs", "min_words", "max_words", "splits", "example_pairs", "user_pairs_file",
              "prompt_prefixes", "n_prompt_sentences")
-MLFLOW_KEYS = ("experiment", "artifact_location")  # read from the raw parameters by the MLflow hook
+MLFLOW_KEYS = ("experiment", "artifact_location")  # where the MLflow hook logs the run
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,15 @@ class AfnSettings:
     encoder: str  # encoder.name_or_path
     max_length: int
     seed: int
+    mlflow_experiment: str = "afn"  # the run's experiment in the one store (`mlflow.tracking_uri`)
+    artifact_location: str | None = None  # None: the store's default
+
+
+def check_word_range(min_words: int, max_words: int, parameter: str) -> None:
+    """Reject a phrase-length range that selects nothing."""
+    if not (isinstance(min_words, int) and isinstance(max_words, int)) or min_words < 1 or max_words < min_words:
+        raise ValueError(f"parameters {parameter}.min_words={min_words!r} / max_words={max_words!r}: need "
+                         "integers with 1 <= min_words <= max_words")
 
 
 def refuse_own_tracking_uri(mlflow: Mapping | None) -> None:
@@ -154,7 +163,7 @@ def afn_settings(params: Mapping[str, Any]) -> AfnSettings:
     afn = params.get("afn")
     refuse_own_tracking_uri((afn or {}).get("mlflow") if isinstance(afn, Mapping) else None)
     values = block(afn, "afn", AFN_KEYS)
-    block(values["mlflow"], "afn.mlflow", MLFLOW_KEYS)
+    mlflow = block(values["mlflow"], "afn.mlflow", MLFLOW_KEYS)
     plots = block(values["plots"], "afn.plots", ("n_heatmap_pairs",))
     layer = values["layer"]
     if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int) or layer < 1):
@@ -169,8 +178,9 @@ def afn_settings(params: Mapping[str, Any]) -> AfnSettings:
         num_threads=positive_int(values["num_threads"], "afn.num_threads", none=True),
         corpus=corpus_settings(values["corpus"]), pairs=pair_settings(values["pairs"]),
         plots=PlotSettings(positive_int(plots["n_heatmap_pairs"], "afn.plots.n_heatmap_pairs", minimum=0)),
-        encoder=str(block(params.get("encoder"), "encoder", ("name_or_path",))["name_or_path"]),
-        max_length=positive_int(params.get("max_length"), "max_length"), seed=seed)
+        encoder=encoder_name(params.get("encoder")),
+        max_length=positive_int(params.get("max_length"), "max_length"), seed=seed,
+        mlflow_experiment=str(mlflow["experiment"] or "afn"), artifact_location=mlflow["artifact_location"])
 
 
 def check_user_file(raw: RawText | None, configured: str | None, parameter: str, entry: str) -> None:
