@@ -14,7 +14,7 @@ from transformers.modeling_utils import AttentionInterface
 from learned_attribution.core.explainers import Batch, build_method
 from learned_attribution.core.explainers.base import padded_batch
 from learned_attribution.core.explainers import attention as att
-from learned_attribution.core.explainers.passes import ATTENTION_GRADIENTS, ATTENTIONS, run_pass
+from learned_attribution.core.models.model_pass import ATTENTION_GRADIENTS, ATTENTIONS, run_pass
 
 METHODS = {
     "raw_attention": att.RawAttention,

@@ -10,8 +10,10 @@ from typing import Optional
 
 import torch
 
+from learned_attribution.core.models.model_pass import HIDDEN_STATES, ModelPass
+
 from .base import Batch, register
-from .passes import HIDDEN_STATES, ModelPass, PassMethod
+from .passes import PassMethod
 
 
 def default_afn_layer(num_layers: int) -> int:

@@ -24,8 +24,11 @@ from typing import Sequence
 
 import torch
 
+from learned_attribution.core.models.model_pass import (ATTENTION_GRADIENTS, ATTENTIONS, HIDDEN_GRADIENTS, HIDDEN_STATES,
+                                                    ModelPass)
+
 from .base import Batch, register
-from .passes import ATTENTION_GRADIENTS, ATTENTIONS, HIDDEN_GRADIENTS, HIDDEN_STATES, ModelPass, PassMethod
+from .passes import PassMethod
 
 CLS_POSITION = 0
 FAMILY = "attention"

@@ -24,11 +24,12 @@ from typing import Callable, Optional, Sequence
 import torch
 from captum.attr._utils.approximation_methods import approximation_parameters
 
+from learned_attribution.core.models.model_pass import (EMBEDDING_GRADIENTS, HIDDEN_GRADIENTS, HIDDEN_STATES, ModelPass,
+                                                    WordEmbeddingLeaf)
 from learned_attribution.core.models.runner import eval_mode
 
 from .base import Attribution, Batch, AttributionMethod, register
-from .passes import (EMBEDDING_GRADIENTS, HIDDEN_GRADIENTS, HIDDEN_STATES, ModelPass, PassMethod, WordEmbeddingLeaf,
-                     zero_padding)
+from .passes import PassMethod, zero_padding
 
 
 def logits_function(model: torch.nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:

@@ -34,24 +34,28 @@ per-token network over scalar signals alone sees nothing of a token's neighbours
 
 Gradients are of the explained (predicted) class's logit, so the signed columns (`signed_columns`: attention x
 gradient, gradient . input) flip with the prediction: on a mispredicted example they point away from the
-evidence for the true class, while the norms do not. Only the sets that need them run a backward
-pass, and only from the earliest layer they need: the attention/layer-gradient sets backpropagate
+evidence for the true class, while the norms do not.
+
+Every set reads one pass of the classifier (`model_pass.run_pass`, the engine the pass baselines of
+`core/explainers/passes.py` read too; `pass_needs`: what the sets ask of it). Only the sets that need them run a
+backward pass, and only from the earliest layer they need: the attention/layer-gradient sets backpropagate
 through the last layers alone (the classifier's weights are frozen during the pass and the graph starts
 at that layer's input), which is what keeps ExpNet+ near a forward pass in cost.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
 
 from learned_attribution.core.data.words import FUNCTION_WORDS, is_punctuation
 
-from .architectures import Architecture, architecture, token_convention
+from .architectures import architecture, token_convention
 from .features import cls_attention_features, extract_token_rows, feature_names, frame_token_ids
-from .runner import eval_mode, forward, model_device
+from .model_pass import (ATTENTIONS, BLOCK_ATTENTION_GRADIENTS, BLOCK_INPUT_GRADIENTS, EMBEDDING_GRADIENTS,
+                         HIDDEN_STATES, PassInputs, run_pass)
+from .runner import model_device
 
 FEATURE_SETS = ("attention", "attention_x_gradient", "layer_gradient", "saliency", "raw_attention_layers", "afn_norm",
                 "position", "token_kind", "attention_stats", "attention_x_gradient_stats", "raw_attention_depths",
@@ -63,6 +67,10 @@ SHAPE_FREE_SETS = ("attention_stats", "attention_x_gradient_stats", "layer_gradi
 WIDE_SETS = ("hidden_state",)
 KNOWN_SETS = FEATURE_SETS + WIDE_SETS
 GRADIENT_SETS = frozenset({"attention_x_gradient", "attention_x_gradient_stats", "layer_gradient", "saliency"})
+# What a set reads of the pass beyond the attentions (`pass_needs`); the block needs are at the explained layer.
+_SET_NEEDS = {"attention_x_gradient": BLOCK_ATTENTION_GRADIENTS, "attention_x_gradient_stats": BLOCK_ATTENTION_GRADIENTS,
+              "layer_gradient": BLOCK_INPUT_GRADIENTS, "saliency": EMBEDDING_GRADIENTS, "afn_norm": HIDDEN_STATES,
+              "afn_norm_depths": HIDDEN_STATES, "hidden_state": HIDDEN_STATES}
 RELATIVE_DEPTHS = (0.0, 1 / 3, 2 / 3, 1.0)
 _DEPTH_NAMES = tuple(f"d{round(100 * depth)}" for depth in RELATIVE_DEPTHS)
 
@@ -157,45 +165,6 @@ def token_vocabulary(tokenizer) -> TokenVocabulary:
                            convention.marks_word_starts)
 
 
-def _leaf_output(store: dict, key: str):
-    """Forward hook: a module's output becomes a new graph leaf (recorded in `store`)."""
-
-    def hook(module, inputs, output):
-        leaf = output.detach().requires_grad_(True)
-        store[key] = leaf
-        return leaf
-
-    return hook
-
-
-@contextmanager
-def _frozen(model: torch.nn.Module) -> Iterator[None]:
-    """Weights without gradients (restored after), so the graph starts where `_leaf_input` makes it start."""
-    flags = [p.requires_grad for p in model.parameters()]
-    with eval_mode(model):
-        for parameter in model.parameters():
-            parameter.requires_grad_(False)
-        try:
-            yield
-        finally:
-            for parameter, flag in zip(model.parameters(), flags):
-                parameter.requires_grad_(flag)
-
-
-def _leaf_input(store: dict, key: int, make_leaf: bool, family: Architecture):
-    """Forward pre-hook: record a block's input hidden states (as a new graph leaf when `make_leaf`)."""
-
-    def hook(module, args, kwargs):
-        hidden = family.block_hidden_states(args, kwargs)
-        if make_leaf:
-            hidden = hidden.detach().requires_grad_(True)
-            args, kwargs = family.replace_block_hidden_states(args, kwargs, hidden)
-        store[key] = hidden
-        return args, kwargs
-
-    return hook
-
-
 def token_signals(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, target: torch.Tensor,
                   feature_sets: Sequence[str], layer: int = -1,
                   vocabulary: TokenVocabulary | None = None) -> torch.Tensor:
@@ -218,6 +187,15 @@ def signal_rows(model: torch.nn.Module, tokenizer, examples, feature_sets: Seque
                               frame_token_ids(tokenizer), tokenizer, chunk_size, description)
 
 
+def pass_needs(feature_sets: Sequence[str]) -> frozenset[str]:
+    """What one `run_pass` provides to `feature_sets`: the attentions always (a model that cannot return them is
+    refused whatever the sets, as the explainers over the signals read them), the explained block's attention and
+    input gradients for the attention x gradient and layer-gradient sets, the word-embedding gradients for
+    `saliency` (the one set whose backward pass runs through every layer), the hidden states for the norm sets and
+    `hidden_state`."""
+    return frozenset({ATTENTIONS, *(_SET_NEEDS[name] for name in feature_sets if name in _SET_NEEDS)})
+
+
 def explained_block(layer: int, n_layers: int) -> int:
     """The block index (0 the first) of an explained `layer` (negative: counted from the last); its output is
     `hidden_states[index + 1]` (`hidden_states[0]` is the embedding output)."""
@@ -235,74 +213,47 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
     if unknown:
         raise ValueError(f"unknown feature sets {sorted(unknown)}; known: {list(KNOWN_SETS)}")
     family = architecture(model)  # an unsupported family fails here, naming the supported ones
-    blocks = family.blocks(model)
-    layer = explained_block(layer, len(blocks))
+    layer = explained_block(layer, len(family.blocks(model)))
     device = model_device(model)  # every signal part on the model's device (position flags included)
     input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-    wants = set(feature_sets)
-    gradients = bool(wants & GRADIENT_SETS)
-    full = "saliency" in wants  # the backward pass has to reach the word embeddings
-    inputs: dict = {}
-    hooks = []
-    with _frozen(model), torch.set_grad_enabled(gradients):
-        if full:
-            hooks.append(family.input_embeddings(model).register_forward_hook(_leaf_output(inputs, "embedding")))
-        if gradients:
-            hooks.append(blocks[layer].register_forward_pre_hook(_leaf_input(inputs, layer, not full, family),
-                                                                 with_kwargs=True))
-        try:
-            output = forward(model, input_ids, attention_mask, attentions=True,
-                             hidden_states=bool(wants & {"afn_norm", "afn_norm_depths", "hidden_state"}))
-        finally:
-            for hook in hooks:
-                hook.remove()
-        attentions = output.attentions
-        grads = {}
-        if gradients:
-            wrt = {"attention": attentions[layer], "layer": inputs[layer], "embedding": inputs.get("embedding")}
-            keys = [k for k, needed in (("attention", bool(wants & {"attention_x_gradient",
-                                                                   "attention_x_gradient_stats"})),
-                                        ("layer", "layer_gradient" in wants),
-                                        ("embedding", "saliency" in wants)) if needed]
-            if target is None:
-                target = output.logits.detach().argmax(-1)
-            logit = output.logits.float().gather(1, target[:, None].to(output.logits.device)).sum()
-            grads = dict(zip(keys, torch.autograd.grad(logit, [wrt[k] for k in keys])))
+    # Every set's columns in the dtype the model computed them in, cast to float32 once at the end.
+    run = run_pass(model, PassInputs(input_ids, attention_mask, target), pass_needs(feature_sets), block=layer,
+                   float32=False)
+    attentions = run.attentions
     parts = []
     for name in feature_sets:
         if name == "attention":
-            parts.append(cls_attention_features(attentions[layer].detach()))
+            parts.append(cls_attention_features(attentions[layer]))
         elif name == "attention_x_gradient":
-            parts.append((attentions[layer].detach()[:, :, 0, :] * grads["attention"][:, :, 0, :]).transpose(1, 2))
+            parts.append((attentions[layer][:, :, 0, :] * run.block_attention_gradients[:, :, 0, :]).transpose(1, 2))
         elif name == "attention_stats":
-            attention = attentions[layer].detach()
+            attention = attentions[layer]
             parts.append(torch.cat([_head_statistics(attention[:, :, 0, :], ("mean", "max", "sd")),
                                     _head_statistics(attention[:, :, :, 0], ("mean", "max", "sd"))], dim=-1))
         elif name == "attention_x_gradient_stats":
-            product = attentions[layer].detach()[:, :, 0, :] * grads["attention"][:, :, 0, :]
+            product = attentions[layer][:, :, 0, :] * run.block_attention_gradients[:, :, 0, :]
             parts.append(_head_statistics(product, ("mean", "max", "min")))
         elif name in ("layer_gradient", "saliency"):
-            key, stored = ("layer", layer) if name == "layer_gradient" else ("embedding", "embedding")
-            gradient, hidden = grads[key], inputs[stored].detach()
+            gradient, hidden = ((run.block_input_gradients, run.block_input) if name == "layer_gradient"
+                                else (run.embedding_gradients, run.word_embeddings))
             parts.append(torch.stack([gradient.norm(dim=-1), (gradient * hidden).sum(-1)], dim=-1))
         elif name == "raw_attention_layers":
-            parts.append(torch.stack([a.detach()[:, :, 0, :].mean(1) for a in attentions], dim=-1))
+            parts.append(torch.stack([a[:, :, 0, :].mean(1) for a in attentions], dim=-1))
         elif name == "afn_norm":
-            parts.append(torch.stack([h.detach().norm(dim=-1) for h in output.hidden_states], dim=-1))
+            parts.append(torch.stack([h.norm(dim=-1) for h in run.hidden_states], dim=-1))
         elif name == "raw_attention_depths":
-            parts.append(at_relative_depths(torch.stack([a.detach()[:, :, 0, :].mean(1) for a in attentions], dim=-1)))
+            parts.append(at_relative_depths(torch.stack([a[:, :, 0, :].mean(1) for a in attentions], dim=-1)))
         elif name == "afn_norm_depths":
-            parts.append(at_relative_depths(torch.stack([h.detach().norm(dim=-1) for h in output.hidden_states],
-                                                        dim=-1)))
+            parts.append(at_relative_depths(torch.stack([h.norm(dim=-1) for h in run.hidden_states], dim=-1)))
         elif name == "hidden_state":  # the output of the explained layer (hidden_states[0] is the embeddings)
-            parts.append(output.hidden_states[layer + 1].detach())
+            parts.append(run.hidden_states[layer + 1])
         elif name == "position":
             parts.append(position_signals(input_ids, attention_mask, vocabulary))
         elif name == "token_kind":
             parts.append(token_kind_signals(input_ids, attention_mask, vocabulary))
     if not parts:  # no feature set (an encoder student's table): the token rows alone
         parts.append(torch.zeros((*input_ids.shape, 0)))
-    return torch.cat([p.float() for p in parts], dim=-1), output.logits.detach().float()
+    return torch.cat([p.float() for p in parts], dim=-1), run.logits.float()
 
 
 def _head_statistics(values: torch.Tensor, statistics: Sequence[str]) -> torch.Tensor:
