@@ -33,11 +33,10 @@ from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.learned.fewshot import FOLD_PRIOR, FewShotChoice
 from learned_attribution.core.models.loading import TrainedClassifier, load_classifier, looks_like_path
 from learned_attribution.core.tasks import FOLD_PREFIX, FOLDS, TASKS, held_out_task
+from learned_attribution.core.explainers.learned import FOLD_LEARNED, PAPER_EXPNET, STUDENT
 
 DEFAULT_MODELS_DIR = Path("data/06_models")
 CARD = "fold.json"
-FOLD_LEARNED = ("expnet_plus", "expnet_paper")  # a fold's learned explainers, in the order they are applied
-STUDENT = "student"
 SHAPE_FREE = "expnet_plus_shape_free"  # the fold's best shape-free variant, for classifiers of other shapes
 CLASSIFIER = "classifier"
 CLASSIFIER_PREFIX = "classifier_"  # a task's classifier in the models folder: classifier_<task>
@@ -61,7 +60,7 @@ class Bundle:
     def budget(self) -> dict[str, float]:
         """A fold's matched budget and the paper's ExpNet's own-rule thresholds (what scoring a new rationale set
         with the fold needs)."""
-        expnet = self.learned["expnet_paper"]
+        expnet = self.learned[PAPER_EXPNET]
         return {"rho": float(self.card["rho"]), "threshold": float(expnet.threshold),
                 "calibrated_threshold": float(expnet.calibrated_threshold)}
 
@@ -79,7 +78,7 @@ def student_card(*, teacher: str, teacher_settings: Mapping[str, Any], classifie
                  layer: int, task: str | None = None) -> dict[str, Any]:
     """A student's card: its learned explainer is the student, the best baseline shown beside it is its teacher
     (with its settings), rationales take the top-k share `rho`; `classifier` is the one it is bound to."""
-    return {"kind": "student", "learned": [STUDENT], "held_out_task": task,
+    return {"kind": STUDENT, "learned": [STUDENT], "held_out_task": task,
             "classifier": None if classifier.path is None else str(Path(classifier.path).resolve()),
             "best_baseline": teacher, "baselines": {teacher: dict(teacher_settings)},
             "teacher": {"method": teacher, "settings": dict(teacher_settings)}, "rho": rho, "layer": layer}

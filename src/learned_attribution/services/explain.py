@@ -45,6 +45,7 @@ from learned_attribution.core.models.architectures import architecture
 from learned_attribution.core.models.loading import TrainedClassifier, max_positions
 from learned_attribution.core.models.runner import iter_batches, predict_proba, resolve_device
 from learned_attribution.core.models.signals import token_vocabulary
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, LEARNED
 
 from . import bundle as bundles
 from .explanation import UNKNOWN_SHARE_THRESHOLD, WORD_SPLITS, Explanation, own_rule, word_scores
@@ -71,7 +72,7 @@ class BundleExplainer:
                 artifacts.check_compatible(learned, classifier.model, classifier.tokenizer,
                                            where=f"{self.folder.name}/{name}")
             except artifacts.IncompatibleClassifierError as error:
-                if name == "expnet_plus" and bundle.shape_free is not None:
+                if name == EXPNET_PLUS and bundle.shape_free is not None:
                     self.learned[name] = bundle.shape_free
                     logger.info("%s: the chosen ExpNet+ variant %r cannot read this classifier (%s); its shape-free "
                                 "variant %r explains it", self.folder.name, learned.variant.name, error,
@@ -111,7 +112,7 @@ class BundleExplainer:
     def methods(self) -> list[str]:
         """Every method this bundle can apply: its learned explainers (a fold's two, or a student) and every
         registered baseline."""
-        trained = {*bundles.FOLD_LEARNED, bundles.STUDENT}
+        trained = set(LEARNED)
         return [*self.learned, *sorted(n for n in METHODS if n not in trained)]
 
     @property
@@ -119,7 +120,7 @@ class BundleExplainer:
         """The bundle's first learned explainer (a fold's ExpNet+, a student) and its best baseline (a fold's by
         AUROC on its held-out task; a student's teacher); the baseline alone for a classifier that the learned one
         cannot read (a fold saved without a shape-free variant: `incompatible`)."""
-        first = bundles.STUDENT if bundles.STUDENT in self.learned else "expnet_plus"
+        first = bundles.STUDENT if bundles.STUDENT in self.learned else EXPNET_PLUS
         return [m for m in (first, self.card["best_baseline"]) if m not in self._incompatible]
 
     @property

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from learned_attribution.core.tasks import ABLATION_PREFIX, FOLD_PREFIX, FOLDS, STUDENT_PREFIX, TASKS, held_out_task
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, STUDENT
 from learned_attribution.services.config import RunParameters
 from learned_attribution.services.config.runs import FOLD_BLOCKS
 from learned_attribution.services.tracking.run import TrackedRun
@@ -122,7 +123,7 @@ def _fold_bundle(run: TrackedRun, data, logged: Logged) -> None:
     for name in (*data.learned, "expnet_plus_shape_free"):
         if (folder / name).is_dir():
             run.folder(folder / name, name)
-    plus = data.learned["expnet_plus"]
+    plus = data.learned[EXPNET_PLUS]
     run.tag("expnet_plus_variant", plus.variant.name)
     run.steps("expnet_plus_training", plus.history)
     classifier = logged.catalog.get(f"{held_out_task(logged.namespace)}.classifier").path
@@ -214,7 +215,7 @@ def _student_bundle(run: TrackedRun, data, logged: Logged) -> None:
 
 
 STUDENT = RunKind(
-    name="student", matches=lambda namespace: namespace.startswith(STUDENT_PREFIX),
+    name=STUDENT, matches=lambda namespace: namespace.startswith(STUDENT_PREFIX),
     experiment=lambda params: params.amortize_experiment,
     run_name=lambda namespace, params: namespace,
     tags=lambda namespace, params: {"task": namespace.removeprefix(STUDENT_PREFIX)},

@@ -11,6 +11,13 @@ from learned_attribution.core.models.signals import TokenVocabulary, signals_and
 
 from .base import Attribution, Batch, AttributionMethod, register
 
+# The learned methods' names: every other module names them through these.
+EXPNET_PLUS = "expnet_plus"
+PAPER_EXPNET = "expnet_paper"
+STUDENT = "student"
+FOLD_LEARNED = (EXPNET_PLUS, PAPER_EXPNET)  # a fold's learned explainers, in the order they are applied
+LEARNED = (*FOLD_LEARNED, STUDENT)
+
 
 class LearnedMethod(AttributionMethod):
     """A trained `LearnedModel` applied to a classifier: its variant's signals from one pass (variants with
@@ -45,18 +52,18 @@ class LearnedMethod(AttributionMethod):
         return Attribution(scores=scores.to(batch.input_ids.device), model_calls=1, logits=logits)
 
 
-@register("expnet_paper")
+@register(PAPER_EXPNET)
 class ExpNetMethod(LearnedMethod):
     """The paper's ExpNet (SPEC §5-6): token probabilities from the explained classifier's attention only
     (2H inputs: [CLS] -> token and token -> [CLS] per head of one layer)."""
 
 
-@register("expnet_plus")
+@register(EXPNET_PLUS)
 class ExpNetPlusMethod(LearnedMethod):
     """ExpNet+: the fold's chosen variant over the signals it reads (see `core/models/signals.py`)."""
 
 
-@register("student")
+@register(STUDENT)
 class StudentMethod(LearnedMethod):
     """An amortized student: trained to reproduce an expensive method (its teacher) on
     its classifier's unlabeled texts; it reads no rationale. Its scores rank tokens as the teacher would (a

@@ -10,6 +10,7 @@ import pandas as pd
 
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.models.learned import LearnedModel
+from learned_attribution.core.explainers.learned import STUDENT
 from learned_attribution.services import amortize as amortization
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.amortize.examples import task_examples, text_examples
@@ -157,7 +158,7 @@ def plot_costs(plausibility: pd.DataFrame, fold_cost: pd.DataFrame, student_cost
     """The fold's two cost charts with the student in them (PNG): throughput (ratio to a plain forward pass) against
     AUROC and against comprehensiveness AOPC on the fold's seeded sample. The fold's methods are timed in the fold,
     the student on the held-out texts of this pipeline, each against a forward pass over the same texts."""
-    student = student_cost[student_cost["method"] == "student"][["method", "ratio_to_forward"]]
+    student = student_cost[student_cost["method"] == STUDENT][["method", "ratio_to_forward"]]
     cost = pd.concat([fold_cost[["method", "ratio_to_forward"]], student], ignore_index=True)
     plausible = cost_plausibility(plausibility, cost)
     ratios = dict(zip(cost["method"], cost["ratio_to_forward"]))

@@ -12,6 +12,7 @@ import pandas as pd
 
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, PAPER_EXPNET
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services import fold_training
@@ -90,7 +91,7 @@ def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, he
     classifiers pipeline made once for every consumer; each is timed alone, its own pass included, on the seeded
     sample), beside the baselines' explanations: every method's token scores, failures and cost."""
     learned = protocol.explain_rationale_set(classifier, predictions,
-                                             {"expnet_plus": expnet_plus, "expnet_paper": expnet},
+                                             {EXPNET_PLUS: expnet_plus, PAPER_EXPNET: expnet},
                                              replace(scoring, baselines={}, expensive=()), replace(compute, dask=None),
                                              signals=token_table(heldout_signals))
     return protocol.combined_explanations(learned, (baseline_scores, baseline_failures, baseline_cost))
@@ -141,7 +142,7 @@ def fold_bundle(fold_metrics: pd.DataFrame, budget: dict[str, float], scoring: S
     card = bundles.fold_card(fold=fold, best_baseline=protocol.best_baseline(fold_metrics) or "saliency",
                              best_baseline_auroc=float(ranked["auroc"].max()) if len(ranked) else None,
                              baselines=scoring.baselines, rho=budget["rho"], layer=scoring.layer)
-    return bundles.Bundle(card, {"expnet_plus": expnet_plus, "expnet_paper": expnet}, shape_free)
+    return bundles.Bundle(card, {EXPNET_PLUS: expnet_plus, PAPER_EXPNET: expnet}, shape_free)
 
 
 def combine_folds(*fold_metrics: pd.DataFrame) -> pd.DataFrame:

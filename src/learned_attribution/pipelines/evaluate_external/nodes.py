@@ -10,6 +10,7 @@ import pandas as pd
 
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
+from learned_attribution.core.explainers.learned import EXPNET_PLUS
 from learned_attribution.services.bundle import Bundle
 from learned_attribution.services.config import (ComputeSettings, ExternalSettings, ScoringSettings, compute_settings,
                                                  external_settings, scoring_settings)
@@ -65,7 +66,7 @@ def score_external(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithf
                    budget: dict[str, Any], learned: dict[str, LearnedModel], scoring: ScoringSettings,
                    settings: ExternalSettings) -> pd.DataFrame:
     """The fold metrics table of the file, with the classifier's task and the file as columns."""
-    return external.metrics_table(token_scores, predictions, faithfulness, budget, learned["expnet_plus"], scoring,
+    return external.metrics_table(token_scores, predictions, faithfulness, budget, learned[EXPNET_PLUS], scoring,
                                   settings)
 
 

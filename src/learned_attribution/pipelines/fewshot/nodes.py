@@ -10,6 +10,7 @@ import pandas as pd
 from learned_attribution.core.models.learned import LearnedModel, TrainingSettings
 from learned_attribution.core.models.learned.fewshot import FewShotChoice
 from learned_attribution.core.models.loading import TrainedClassifier
+from learned_attribution.core.explainers.learned import EXPNET_PLUS
 from learned_attribution.pipelines import Parts, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.config import (ComputeSettings, FewShotCurveSettings, ScoringSettings,
@@ -34,7 +35,7 @@ def choose_refits(fold_bundle: bundles.Bundle, settings: FewShotCurveSettings, t
                   ) -> tuple[dict[int, Refit], pd.DataFrame]:
     """The fold's prior for every k, chosen among the candidates on its training tasks (the held-out task is not an
     input), and the table of every refit that chose it."""
-    return choice.choose_refits(fold_bundle.learned["expnet_plus"], [token_table(p) for p in training_signals],
+    return choice.choose_refits(fold_bundle.learned[EXPNET_PLUS], [token_table(p) for p in training_signals],
                                  float(fold_bundle.card["rho"]), settings, training_settings, compute.device,
                                  fold=fold)
 
@@ -44,7 +45,7 @@ def fit_priors(fold_bundle: bundles.Bundle, refits: dict[int, Refit], heldout_si
                *training_signals: Parts) -> dict[str, LearnedModel]:
     """The fold's own ExpNet+ and every other chosen prior, fitted cross-task on the fold's training tasks for the
     held-out classifier (its signals unlabeled)."""
-    return choice.fit_priors(fold_bundle.learned["expnet_plus"], refits, [token_table(p) for p in training_signals],
+    return choice.fit_priors(fold_bundle.learned[EXPNET_PLUS], refits, [token_table(p) for p in training_signals],
                               token_table(heldout_signals), float(fold_bundle.card["rho"]), settings,
                               training_settings, compute.device)
 

@@ -6,6 +6,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from learned_attribution.core.explainers.learned import STUDENT
+
 from .scores import fidelity_table, scores_of, student_method
 from ..config import AmortizeSettings
 from .student import fit_student
@@ -29,9 +31,9 @@ def learning_curve(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teach
         subset = teacher_scores.iloc[np.sort(order[:n_texts])]
         student, variants = fit_student(classifier, texts, signals, subset, settings.variants, settings.training_settings(),
                                         settings.val_fraction, settings.seed, layer=settings.layer)
-        scores, _ = scores_of(classifier, held_out, {"student": student_method(classifier, student, settings.layer)},
+        scores, _ = scores_of(classifier, held_out, {STUDENT: student_method(classifier, student, settings.layer)},
                               settings.batch_size)
-        fidelity = fidelity_table({"student": scores}, reference_scores, settings.top_k_fractions, settings.n_boot,
+        fidelity = fidelity_table({STUDENT: scores}, reference_scores, settings.top_k_fractions, settings.n_boot,
                                   settings.seed, settings.top_k_tokens).iloc[0]
         selected = variants.iloc[0]
         rows.append({"fraction": fraction, "n_texts": n_texts, "variant": selected["variant"],

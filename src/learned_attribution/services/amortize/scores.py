@@ -13,6 +13,7 @@ from learned_attribution.core.metrics.fidelity import example_spearmans, paired_
 from learned_attribution.core.metrics.plausibility import bootstrap_ci
 from learned_attribution.core.models.signals import token_vocabulary
 from learned_attribution.core.tasks import FOLD_PREFIX
+from learned_attribution.core.explainers.learned import STUDENT
 
 from ..config import ScoringSettings
 from ..evaluation.cost import FORWARD, Timed, cost_table, timed_forward
@@ -48,7 +49,7 @@ def fidelity_table(candidates: dict[str, pd.DataFrame], reference: pd.DataFrame,
 
 def student_method(classifier, student, layer: int = -1):
     """The `student` attribution method of a trained student, for `classifier` (the one it is bound to)."""
-    return build_method("student", model=student, layer=layer, vocabulary=token_vocabulary(classifier.tokenizer))
+    return build_method(STUDENT, model=student, layer=layer, vocabulary=token_vocabulary(classifier.tokenizer))
 
 
 def scores_of(classifier, examples: pd.DataFrame, methods: dict, batch_size: int = 16):
@@ -77,7 +78,7 @@ def evaluate_student(classifier, student, held_out: pd.DataFrame, teacher_scores
     text and of the teacher on the first `cost_texts` of them, each beside a plain forward pass over the same texts
     (`ratio_to_forward`), all timed in this call, in process."""
     teacher_name = f"teacher ({settings.teacher.describe()})"
-    methods = {"student": student_method(classifier, student, settings.layer), "saliency": build_method("saliency")}
+    methods = {STUDENT: student_method(classifier, student, settings.layer), "saliency": build_method("saliency")}
     timed_forward(classifier, held_out.head(settings.batch_size), settings.batch_size)  # warm-up
     scores, seconds = scores_of(classifier, held_out, methods, settings.batch_size)
     sample = held_out.head(settings.cost_texts)
@@ -88,7 +89,7 @@ def evaluate_student(classifier, student, held_out: pd.DataFrame, teacher_scores
                        *(Timed(name, len(held_out), seconds[name]) for name in methods),
                        Timed(teacher_name, len(sample), teacher_seconds[teacher_name])], forward)
     by_method = {name: rows for name, rows in scores.groupby("method", sort=False)}
-    candidates = {"student": by_method["student"], teacher_name: teacher_scores}
+    candidates = {STUDENT: by_method[STUDENT], teacher_name: teacher_scores}
     fidelity = (fidelity_table(candidates, reference_scores, settings.top_k_fractions, settings.n_boot, settings.seed,
                                settings.top_k_tokens) if reference_scores is not None else pd.DataFrame())
     faithful = faithfulness_table(classifier, held_out, {**candidates, "saliency": by_method["saliency"]},
@@ -105,14 +106,14 @@ def plausibility_rows(classifier, student, predictions: pd.DataFrame, rho: float
     rows. The student reads no rationale, so the protocol allows it in the held-out fold's table."""
     examples = scored_examples(predictions, scoring)
     run = explain_examples(classifier.model, classifier.tokenizer, examples,
-                           {"student": student_method(classifier, student, layer)}, scoring.batch_size)
+                           {STUDENT: student_method(classifier, student, layer)}, scoring.batch_size)
     sample = expensive_sample(examples, scoring.expensive_sample_size, scoring.seed)  # the fold's own seeded sample
     rows = score_methods(run.scores, examples, rho, {}, f"{FOLD_PREFIX}{task}", task, scoring.n_boot,
                          scoring.boot_seed, sample_ids=sample)
-    rows = rows[rows["method"] == "student"].copy()
+    rows = rows[rows["method"] == STUDENT].copy()
     by_id = examples.set_index("example_id")
     sampled = run.scores[run.scores["example_id"].isin(set(sample))]
-    faithful = faithfulness_rows(classifier, {"student": scored(sampled, by_id["input_ids"], by_id["predicted"])},
+    faithful = faithfulness_rows(classifier, {STUDENT: scored(sampled, by_id["input_ids"], by_id["predicted"])},
                                  scoring.faithfulness_fractions, scoring.faithfulness_batch_size)
     on_sample = rows["subset"] == "sample"
     rows.loc[on_sample, "comprehensiveness"] = float(faithful["comprehensiveness"].mean())

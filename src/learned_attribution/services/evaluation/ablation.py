@@ -8,6 +8,7 @@ import pandas as pd
 from learned_attribution.core.explainers.apply import explain_examples, resolve_method
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.signals import token_vocabulary
+from learned_attribution.core.explainers.learned import EXPNET_PLUS
 
 from ..config import ComputeSettings, ScoringSettings
 from .cost import Timed, cost_table, timed_forward
@@ -32,11 +33,11 @@ def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, hel
                      "shape_free": model.shape_free, "val_auroc": validation.at[name, "val_auroc"],
                      **learned_rationale_scores(model, held_out, examples, rho, scoring)})
     matched = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["rule"] == "matched")]
-    main = matched[matched["method"] == "expnet_plus"]
+    main = matched[matched["method"] == EXPNET_PLUS]
     best = matched_baselines(fold_metrics).sort_values("auroc", ascending=False).head(1)
     floors = fold_metrics[(fold_metrics["subset"] == "all") & (fold_metrics["family"] == "floor")]
     for _, reference in pd.concat([main, best, floors]).iterrows():
-        label = {"expnet_plus": "main job"}.get(reference["method"],
+        label = {EXPNET_PLUS: "main job"}.get(reference["method"],
                                                 "best baseline" if reference["family"] != "floor" else "floor")
         rows.append({"fold": fold, "variant": f"{reference['method']} ({label})", "description": label,
                      "selected": False, **as_learned_row(reference, fold_metrics)})
@@ -53,7 +54,7 @@ def variant_cost(classifier, predictions: pd.DataFrame, variants: dict[str, Lear
     examples = scored_examples(predictions, scoring)
     examples = examples[examples["example_id"].isin(expensive_sample(examples, n_examples, scoring.seed))]
     vocabulary = token_vocabulary(classifier.tokenizer)
-    methods = {name: resolve_method("expnet_plus", learned={"expnet_plus": model}, layer=scoring.layer,
+    methods = {name: resolve_method(EXPNET_PLUS, learned={EXPNET_PLUS: model}, layer=scoring.layer,
                                     vocabulary=vocabulary) for name, model in variants.items()}
     timed_forward(classifier, examples.head(scoring.batch_size), scoring.batch_size)  # warm-up
     forward = timed_forward(classifier, examples, scoring.batch_size)

@@ -23,6 +23,7 @@ from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.models.projection import has_rationale_token, project_to_subwords
 from learned_attribution.core.models.runner import predict_proba
+from learned_attribution.core.explainers.learned import PAPER_EXPNET
 
 from ..bundle import FOLD_LEARNED, Bundle
 from ..config import ComputeSettings, ExternalSettings, ScoringSettings
@@ -71,7 +72,7 @@ def check_fold(classifier: TrainedClassifier, bundle: Bundle, budget: Mapping[st
                          f"classifier_task is {settings.classifier_task}: set it with --params (the catalog reads "
                          "the run-time parameter)")
     learned = {name: bundle.learned[name] for name in FOLD_LEARNED}
-    n_features = len(learned["expnet_paper"].columns)
+    n_features = len(learned[PAPER_EXPNET].columns)
     n_heads = int(classifier.model.config.num_attention_heads)
     if n_features != 2 * n_heads:
         raise ValueError(f"{settings.expnet_fold}'s ExpNet reads {n_features} attention features but the "

@@ -17,6 +17,7 @@ from learned_attribution.core.metrics.plausibility import (all_tokens_masks, boo
 from learned_attribution.core.models.learned import LearnedModel, TransformedRows, score_examples
 from learned_attribution.core.models.projection import has_rationale_token
 from learned_attribution.core.models.signals import token_vocabulary
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, PAPER_EXPNET
 
 from ..config import ComputeSettings, ScoringSettings
 from ..distributed import dask_client, explain_on_dask
@@ -284,8 +285,8 @@ def score_rationale_set(token_scores: pd.DataFrame, predictions: pd.DataFrame, f
 
 def learned_thresholds(budget: Mapping[str, float], expnet_plus: LearnedModel) -> dict[str, dict[str, float]]:
     """A fold's learned explainers' own rules: the fixed threshold and each one's calibrated threshold."""
-    return {"expnet_paper": {"own": budget["threshold"], "own_calibrated": budget["calibrated_threshold"]},
-            "expnet_plus": {"own": budget["threshold"], "own_calibrated": expnet_plus.calibrated_threshold}}
+    return {PAPER_EXPNET: {"own": budget["threshold"], "own_calibrated": budget["calibrated_threshold"]},
+            EXPNET_PLUS: {"own": budget["threshold"], "own_calibrated": expnet_plus.calibrated_threshold}}
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -6,12 +6,13 @@ import pandas as pd
 
 from learned_attribution.core.models.artifacts import check_compatible
 from learned_attribution.core.models.learned import LearnedModel
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, PAPER_EXPNET
 
 from ..config import ScoringSettings
 from .protocol import as_learned_row, learned_rationale_scores, matched_baselines, scored_examples
 
 # The target fold's own rows placed beside the transferred explainer.
-REFERENCE_METHODS = ("expnet_plus", "expnet_paper", "saliency")
+REFERENCE_METHODS = (EXPNET_PLUS, PAPER_EXPNET, "saliency")
 
 
 def shape(config) -> str:

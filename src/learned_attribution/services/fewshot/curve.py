@@ -17,6 +17,7 @@ import pandas as pd
 from learned_attribution.core.models.learned import LearnedModel, TransformedRows, transformed_rows
 from learned_attribution.core.models.learned.fewshot import FOLD_PRIOR, fine_tune
 from learned_attribution.core.models.loading import TrainedClassifier
+from learned_attribution.core.explainers.learned import EXPNET_PLUS
 
 from ..config import FewShotCurveSettings, ScoringSettings
 from ..evaluation.protocol import (as_learned_row, learned_rationale_scores, matched_baselines,
@@ -59,7 +60,7 @@ def suggested_row(prior: LearnedModel, refit: Refit, labelled: TransformedRows, 
     tuned = fine_tune(prior, labelled.of_examples(ids), refit.schedule)
     scores = learned_rationale_scores(tuned, signals, test, rho, scoring)
     logger.info("%s: few-shot k=%d, the %d suggested examples: AUROC %.4f", fold, k, len(ids), scores["auroc"])
-    return {"fold": fold, "method": "expnet_plus", "role": SUGGESTED, "k": k, "repeat": 0,
+    return {"fold": fold, "method": EXPNET_PLUS, "role": SUGGESTED, "k": k, "repeat": 0,
             "prior": prior.variant.name, "n_train_examples": len(ids), **scores}
 
 
@@ -96,7 +97,7 @@ def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions
             ids = draw(pool_ids, k, repeat, refit.schedule.seed)
             tuned = fine_tune(prior, prior_pool.of_examples(ids), replace(refit.schedule, seed=refit.schedule.seed + repeat))
             scores = learned_rationale_scores(tuned, prior_test, test, rho, scoring)
-            rows.append({"fold": fold, "method": "expnet_plus", "role": "few-shot", "k": k, "repeat": repeat,
+            rows.append({"fold": fold, "method": EXPNET_PLUS, "role": "few-shot", "k": k, "repeat": repeat,
                          "prior": prior.variant.name, "n_train_examples": len(ids), **scores})
         logger.info("%s: few-shot k=%d (prior %s): AUROC %s", fold, k, prior.variant.name,
                     np.round([r["auroc"] for r in rows if r["k"] == k], 4).tolist())

@@ -19,6 +19,7 @@ from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.models.projection import has_rationale_token, project_to_subwords
 from learned_attribution.core.models.runner import predict_proba
 from learned_attribution.core.models.signals import signal_rows
+from learned_attribution.core.explainers.learned import EXPNET_PLUS
 
 from .. import bundle as bundles
 from ..explain import FoldExplainer
@@ -54,8 +55,8 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
     variant, schedule) and whether the test check ran."""
     checked = _test_ids(fold, models_dir, test_ids, test_check)
     prior = FoldExplainer.from_fold(fold, classifier, models_dir=models_dir, device=device, max_length=max_length)
-    if "expnet_plus" in prior.incompatible:
-        raise artifacts.IncompatibleClassifierError(prior.incompatible["expnet_plus"])
+    if EXPNET_PLUS in prior.incompatible:
+        raise artifacts.IncompatibleClassifierError(prior.incompatible[EXPNET_PLUS])
     model, tokenizer = prior.classifier.model, prior.classifier.tokenizer
     examples = read_rationale_file(rationales, n_classes=int(model.config.num_labels),
                                    rationale_labels=rationale_labels, class_field=class_field, tokenizer=tokenizer)
@@ -80,12 +81,12 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
             logger.info("%s: %d annotated examples: refit with the fold's few-shot choice at k = %d (of %s)",
                         rationales, n_examples, k, sorted(choice.refits))
         prior_name, schedule = chosen.prior, chosen.schedule
-        learned = prior.learned["expnet_plus"] if prior_name == FOLD_PRIOR else choice.priors[prior_name]
+        learned = prior.learned[EXPNET_PLUS] if prior_name == FOLD_PRIOR else choice.priors[prior_name]
         if prior_name != FOLD_PRIOR:
             artifacts.check_compatible(learned, model, tokenizer,
                                        where=f"{prior.folder.name}/{bundles.FEWSHOT}/{prior_name}")
     else:
-        k, prior_name, schedule, learned = None, FOLD_PRIOR, FewShotSettings(), prior.learned["expnet_plus"]
+        k, prior_name, schedule, learned = None, FOLD_PRIOR, FewShotSettings(), prior.learned[EXPNET_PLUS]
         logger.warning("%s: no few-shot choice in %s (run `kedro run --pipeline fewshot` to measure one): the fold's "
                        "own ExpNet+ refit on %d annotated examples with the default schedule", rationales,
                        prior.folder, n_examples)
@@ -104,7 +105,7 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
         "choice_ks": sorted(choice.refits) if k is not None else [], "k": k, "prior": prior_name,
         "variant": learned.variant.name, "schedule": dataclasses.asdict(schedule),
         "schedule_given": settings is not None, "test_check": test_check}}
-    bundles.write_bundle(bundles.Bundle(card, {**bundle.learned, "expnet_plus": tuned}, bundle.shape_free), output)
+    bundles.write_bundle(bundles.Bundle(card, {**bundle.learned, EXPNET_PLUS: tuned}, bundle.shape_free), output)
     return FoldExplainer.from_fold(output, prior.classifier, device=device, max_length=max_length)
 
 

@@ -6,6 +6,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, STUDENT
+
 from .tables import interval_text, markdown_table, table_lines, with_intervals
 
 STUDENT_COLUMNS = ["task (teacher texts, held-out texts)", "Spearman with the reference: student",
@@ -15,7 +17,7 @@ STUDENT_COLUMNS = ["task (teacher texts, held-out texts)", "Spearman with the re
                    "AUROC: student", "saliency", "ExpNet+"]
 
 # The one table of a classifier (`classifier_table`): its rows, and its columns besides the top-k agreements.
-TABLE_ROWS = ("student", "teacher", "saliency", "expnet_plus")  # "teacher": the row whose method starts with it
+TABLE_ROWS = (STUDENT, "teacher", "saliency", EXPNET_PLUS)  # "teacher": the row whose method starts with it
 TABLE_HEADERS = {"spearman": "Spearman with the reference", "ratio_to_forward": "throughput (x forward)",
                  "auroc": "AUROC (rationale test set)"}
 
@@ -143,16 +145,16 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
         plausible = tables.get("plausibility")  # none for a classifier without a rationale test set (yours)
         plausible = pd.DataFrame({"method": [], "subset": [], "rule": []}) if plausible is None else plausible
         plausible = plausible[(plausible["subset"] == "all") & (plausible["rule"] == "matched")]
-        auroc = {m: plausible[plausible["method"] == m] for m in ("student", "saliency", "expnet_plus")}
-        student, teacher = row("fidelity", "student"), row("fidelity", "teacher", prefix=True)
+        auroc = {m: plausible[plausible["method"] == m] for m in (STUDENT, "saliency", EXPNET_PLUS)}
+        student, teacher = row("fidelity", STUDENT), row("fidelity", "teacher", prefix=True)
         beats = "" if student is None or teacher is None else ("yes" if student["spearman"] > teacher["spearman"]
                                                                else "no")
         cost = tables["cost"].set_index("method")["ratio_to_forward"]
         teacher_cost = next((v for m, v in cost.items() if str(m).startswith("teacher")), float("nan"))
-        faithful = {m: row("faithfulness", m, prefix=m == "teacher") for m in ("student", "teacher", "saliency")}
+        faithful = {m: row("faithfulness", m, prefix=m == "teacher") for m in (STUDENT, "teacher", "saliency")}
         met = "" if any(v is None for v in faithful.values()) else (
-            "yes" if faithful["student"]["comprehensiveness"] >= 0.9 * faithful["teacher"]["comprehensiveness"]
-            and faithful["student"]["comprehensiveness"] > faithful["saliency"]["comprehensiveness"] else "no")
+            "yes" if faithful[STUDENT]["comprehensiveness"] >= 0.9 * faithful["teacher"]["comprehensiveness"]
+            and faithful[STUDENT]["comprehensiveness"] > faithful["saliency"]["comprehensiveness"] else "no")
         selected = tables["variants"][tables["variants"]["selected"].astype(bool)]
         chosen = selected.iloc[0] if len(selected) else pd.Series(dtype=object)
         taught = [str(int(chosen["n_train"] + chosen["n_val"]))] if {"n_train", "n_val"} <= set(chosen.index) else []
@@ -161,7 +163,7 @@ def students_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
         on_train = f"{chosen['train_spearman']:.3f}" if "train_spearman" in chosen.index else ""
         lines.append([
             f"{task}{n_texts}", shown(student, "spearman"), shown(teacher, "spearman"), beats, on_train,
-            *[shown(faithful[m], "comprehensiveness") for m in ("student", "teacher", "saliency")], met,
+            *[shown(faithful[m], "comprehensiveness") for m in (STUDENT, "teacher", "saliency")], met,
             f"{cost.get('student', float('nan')):.3f}", f"{teacher_cost:.4f}",
             *[interval_text(frame.iloc[0], "auroc") if len(frame) else "" for frame in auroc.values()]])
     return table_lines(STUDENT_COLUMNS, lines)

@@ -10,12 +10,12 @@ import pandas as pd
 from learned_attribution.core.tasks import held_out_task
 
 from learned_attribution.core.models.learned import LearnedModel
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, FOLD_LEARNED, PAPER_EXPNET
 
 from ..evaluation.protocol import matched_baselines
 from .charts import ablation_chart
 from .tables import PAPER_REFERENCE, comparison, interval_text, markdown_table, table_lines
 
-LEARNED_METHODS = ("expnet_plus", "expnet_paper")
 
 @dataclass(frozen=True)
 class FoldHeadline:
@@ -39,11 +39,11 @@ def fold_headlines(metrics: pd.DataFrame) -> list[FoldHeadline]:
         matched = rows[(rows["subset"] == "all") & (rows["rule"] == "matched")].set_index("method")
         floors = rows[(rows["subset"] == "all") & (rows["family"] == "floor")].set_index("method")
         baselines = matched_baselines(rows)
-        if not {"expnet_plus", "expnet_paper"} <= set(matched.index) or not len(baselines):
+        if not {EXPNET_PLUS, PAPER_EXPNET} <= set(matched.index) or not len(baselines):
             continue
         out.append(FoldHeadline(
-            fold=str(fold), n_examples=int(matched.at["expnet_plus", "n_examples"]),
-            expnet_plus=matched.loc["expnet_plus"], paper=matched.loc["expnet_paper"],
+            fold=str(fold), n_examples=int(matched.at[EXPNET_PLUS, "n_examples"]),
+            expnet_plus=matched.loc[EXPNET_PLUS], paper=matched.loc[PAPER_EXPNET],
             best_by_auroc=baselines.sort_values("auroc", ascending=False).iloc[0],
             best_by_f1=baselines.sort_values("f1", ascending=False).iloc[0],
             all_tokens_f1=float(floors.at["all_tokens", "f1"]) if "all_tokens" in floors.index else float("nan"),
@@ -118,7 +118,7 @@ def by_prediction(rows: pd.DataFrame, baseline: str) -> list[tuple[str, int, dic
     matched = rows[rows["rule"] == "matched"].set_index(["subset", "method"])
     out = []
     for subset in ("correct", "incorrect"):
-        present = [m for m in (*LEARNED_METHODS, baseline) if (subset, m) in matched.index]
+        present = [m for m in (*FOLD_LEARNED, baseline) if (subset, m) in matched.index]
         if present:
             out.append((subset, int(matched.at[(subset, present[0]), "n_examples"]),
                         {m: interval_text(matched.loc[(subset, m)], "auroc") for m in present}))
@@ -132,9 +132,9 @@ def by_prediction_table(metrics: pd.DataFrame) -> str:
     for h in fold_headlines(metrics):
         baseline = h.best_by_auroc["method"]
         for subset, n, cells in by_prediction(metrics[metrics["fold"] == h.fold], baseline):
-            if "expnet_plus" in cells:
-                lines.append([held_out_task(h.fold), f"{subset}ly predicted", n, cells["expnet_plus"],
-                              cells.get("expnet_paper", ""), f"{baseline} {cells.get(baseline, '')}"])
+            if EXPNET_PLUS in cells:
+                lines.append([held_out_task(h.fold), f"{subset}ly predicted", n, cells[EXPNET_PLUS],
+                              cells.get(PAPER_EXPNET, ""), f"{baseline} {cells.get(baseline, '')}"])
     return table_lines(["held-out task", "subset", "n", "ExpNet+", "paper's ExpNet", "best baseline"], lines)
 
 
@@ -176,7 +176,7 @@ def transfer_table(into_base: pd.DataFrame | None, into_small: pd.DataFrame | No
             moved = rows[rows["role"] == "transferred"].iloc[0]
             by_method = rows[rows["role"] == "this fold's own"].set_index("method")
             saliency = by_method.loc["saliency"] if "saliency" in by_method.index else None
-            own = by_method.loc["expnet_plus"] if "expnet_plus" in by_method.index else None
+            own = by_method.loc[EXPNET_PLUS] if EXPNET_PLUS in by_method.index else None
             at_or_above = "" if saliency is None else ("yes" if moved["auroc"] >= saliency["auroc"] else "no")
             lines.append([held_out_task(fold), f"{moved['source_classifier']} -> {moved['target_classifier']}",
                           interval_text(moved, "auroc"), "" if saliency is None else interval_text(saliency, "auroc"),
@@ -204,7 +204,7 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, *
             lines += [f"Classifier accuracy on the {task} rationale test set: {accuracy['accuracy'].iloc[0]:.3f} "
                       f"(n = {int(accuracy['n'].iloc[0])}).", ""]
         table = rows[(rows["subset"] == "all") & ((rows["rule"] == "matched") | (rows["family"] == "floor")
-                                                 | (rows["method"].isin(LEARNED_METHODS)))].copy()
+                                                 | (rows["method"].isin(FOLD_LEARNED)))].copy()
         table["f1 (95% CI)"] = table.apply(interval_text, axis=1, metric="f1")
         table["auroc (95% CI)"] = table.apply(interval_text, axis=1, metric="auroc")
         table = table.sort_values(["family", "auroc"], ascending=[True, False])
@@ -224,7 +224,7 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, *
                       f"{all_tokens['f1'].iloc[0]:.3f}."]
             recipe = described.get(fold)
             plus = f"ExpNet+ ({recipe.name}: {recipe.describe()})" if recipe is not None else "ExpNet+"
-            for method, label in (("expnet_plus", plus), ("expnet_paper", "The paper's ExpNet")):
+            for method, label in ((EXPNET_PLUS, plus), (PAPER_EXPNET, "The paper's ExpNet")):
                 learned = matched[matched["method"] == method]
                 own = rows[(rows["subset"] == "all") & (rows["method"] == method) & (rows["rule"] == "own_calibrated")]
                 if not len(learned):

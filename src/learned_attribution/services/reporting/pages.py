@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.core.explainers import METHODS
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, PAPER_EXPNET
 
 POSITIVE, NEGATIVE = "220,40,40", "40,80,220"
 
@@ -45,7 +46,7 @@ def _signed_methods(methods: Sequence[str]) -> set[str]:
 
 def heatmap_page(title: str, examples: list[dict], methods: Sequence[str]) -> str:
     """An HTML page: for each example, a row of tokens per method coloured by score (gold first)."""
-    palette = {"gold": "0,150,0", "expnet_plus": "220,40,40", "expnet_paper": "230,120,0"}
+    palette = {"gold": "0,150,0", EXPNET_PLUS: "220,40,40", PAPER_EXPNET: "230,120,0"}
     signed = _signed_methods(methods)
     parts = [f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{PAGE_STYLE}</style>"
              "</head><body>",
@@ -117,7 +118,7 @@ def fold_heatmap_page(token_scores: pd.DataFrame, predictions: pd.DataFrame, bes
                       n_examples: int, seed: int, fold: str) -> str:
     """A fold's heatmap page: `n_examples` seeded test examples, each with its gold rationale, ExpNet+, the paper's
     ExpNet and the best baseline."""
-    methods = ["expnet_plus", "expnet_paper"] + ([best_baseline] if best_baseline else [])
+    methods = [EXPNET_PLUS, PAPER_EXPNET] + ([best_baseline] if best_baseline else [])
     ids = token_scores["example_id"].drop_duplicates()
     chosen = ids.sample(n=min(n_examples, len(ids)), random_state=seed)
     by_id = predictions.drop_duplicates("example_id").set_index("example_id")
