@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from learned_attribution.adapters.cli import main
-from learned_attribution.core.data.rationales import read_rationale_file
+from learned_attribution.core.data.rationales import annotation_file, read_rationale_file
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.picking import cluster_picks, weighted_farthest_first
 from learned_attribution.services.bundle import task_classifier
 from learned_attribution.core.models.projection import project_batch
-from learned_attribution.services.fewshot.suggest import annotation_file, represent, suggest, uncertainty
+from learned_attribution.services.fewshot.suggest import represent, suggest, uncertainty
 
 TEXTS = ["the movie is great and fun", "the plot was boring", "a very bad film !", "this story is so slow",
          "the actors were funny", "it was not good", "love it", "hate this dull end", "a sharp and sad story",

@@ -26,6 +26,7 @@ from learned_attribution.core.errors import InputError
 from learned_attribution.core.models.artifacts import IncompatibleClassifierError
 from learned_attribution.core.tasks import FOLDS
 from learned_attribution.core.explainers.teacher import TEACHER_BUDGETS
+from learned_attribution.core.explainers.learned import EXPNET_PLUS
 from learned_attribution.services.bundle import CARD, DEFAULT_MODELS_DIR, STUDENT
 from learned_attribution.services.explain import FoldExplainer, StudentExplainer
 from learned_attribution.services.explanation import WORD_SPLITS
@@ -298,8 +299,8 @@ def suggest_command(args: argparse.Namespace) -> int:
                          f"pick from; ask for at most {len(texts)}")
     explainer = FoldExplainer.from_fold(args.fold, classifier=args.classifier, models_dir=args.models_dir,
                                         device=args.device, max_length=args.max_length)
-    if "expnet_plus" in explainer.incompatible:  # the refit these texts are for could not read this classifier
-        raise artifacts.IncompatibleClassifierError(explainer.incompatible["expnet_plus"])
+    if EXPNET_PLUS in explainer.incompatible:  # the refit these texts are for could not read this classifier
+        raise artifacts.IncompatibleClassifierError(explainer.incompatible[EXPNET_PLUS])
     picked = suggest(explainer.classifier, texts, ids, args.k, max_length=explainer.max_length,
                      batch_size=args.batch_size, seed=args.seed, source=args.input)
     _write("--output", args.output, annotation_file(picked, args.format))

@@ -1,6 +1,8 @@
 """Metrics of scores against references, numpy only: plausibility against human rationales (SPEC §9) and fidelity
-of one attribution to another. ERASER faithfulness runs the model, so it is in `core/models/faithfulness.py`.
+of one attribution to another. ERASER faithfulness runs the model, so it is in `core/models/faithfulness.py`. A
+per-example plausibility metric is registered by name (`registry.py`) and flows into every metric table.
 """
+from .registry import EXAMPLE_METRICS, register_metric
 from .plausibility import (
     MethodScores,
     all_tokens_masks,
@@ -16,6 +18,8 @@ from .plausibility import (
 )
 
 __all__ = [
+    "EXAMPLE_METRICS",
+    "register_metric",
     "MethodScores",
     "all_tokens_masks",
     "bootstrap_ci",

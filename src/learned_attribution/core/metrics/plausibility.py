@@ -31,6 +31,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .registry import EXAMPLE_METRICS, register_metric
+
 
 def auroc_score(gold: np.ndarray, scores: np.ndarray) -> float:
     """ROC AUC of 0/1 `gold` (both classes present) by the Mann-Whitney statistic with average ranks for
@@ -92,6 +94,12 @@ def average_precision(gold: np.ndarray, scores: np.ndarray) -> float:
     precision = true_positives / (last_of_tie + 1)
     recall = true_positives / true_positives[-1]
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+@register_metric("auprc")
+def example_auprc(scores: np.ndarray, gold: np.ndarray) -> float:
+    """Average precision of one example; undefined (NaN) where its gold rationale has one class only."""
+    return average_precision(gold, scores) if 0 < gold.sum() < gold.shape[0] else float("nan")
 
 
 def budget_k(n_tokens: int, rho: float) -> int:
@@ -160,6 +168,9 @@ def precision_recall_f1(mask: np.ndarray, gold: np.ndarray) -> tuple[float, floa
     return _prf(tp, fp, fn)
 
 
+BUILT_IN = ("auprc",)  # registered metrics that are fields of `MethodScores` (auprc with its pooled twin)
+
+
 @dataclass
 class MethodScores:
     """Plausibility of one method on a set of examples: summary numbers and per-example values.
@@ -185,12 +196,15 @@ class MethodScores:
     n_nonfinite_scores: int
     n_constant_scores: int
     per_example: pd.DataFrame = field(repr=False)
+    registered: dict[str, float] = field(default_factory=dict)  # every other registered metric's mean
 
     def summary(self) -> dict[str, float | int]:
-        """The summary numbers as a flat dict (everything but `per_example`), e.g. for a metrics row or MLflow."""
+        """The summary numbers as a flat dict (everything but `per_example`, the registered metrics beside the
+        rest), e.g. for a metrics row or MLflow."""
         values = asdict(self)
         values.pop("per_example")
-        return values
+        registered = values.pop("registered")
+        return {**values, **registered}
 
 
 def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
@@ -227,9 +241,9 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
         tp, fp, fn = _counts(mask, gold)
         total_tp, total_fp, total_fn = total_tp + tp, total_fp + fp, total_fn + fn
         precision, recall, f1 = _prf(tp, fp, fn)
-        auprc = average_precision(gold, scores) if 0 < gold.sum() < gold.shape[0] else float("nan")
         rows.append({"example": index, "n_tokens": int(gold.shape[0]), "n_gold": int(gold.sum()),
-                     "f1": f1, "precision": precision, "recall": recall, "auprc": auprc,
+                     "f1": f1, "precision": precision, "recall": recall,
+                     **{name: metric(scores, gold) for name, metric in EXAMPLE_METRICS.items()},
                      "nonfinite_scores": nonfinite, "constant_scores": constant})
         all_scores.append(scores)
         all_gold.append(gold)
@@ -258,6 +272,7 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
         n_nonfinite_scores=int(per_example["nonfinite_scores"].sum()),
         n_constant_scores=int(per_example["constant_scores"].sum()),
         per_example=per_example,
+        registered={name: _nanmean(per_example[name]) for name in EXAMPLE_METRICS if name not in BUILT_IN},
     )
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.core.explainers.apply import FAILURE_COLUMNS, ExplainRun, explain_examples, resolve_method
+from learned_attribution.core.metrics.registry import EXAMPLE_METRICS
 from learned_attribution.core.metrics.plausibility import (all_tokens_masks, bootstrap_ci, budget_k, evaluate,
                                                            finite_scores, random_scores, threshold_mask, top_k_mask)
 from learned_attribution.core.models.learned import LearnedModel, TransformedRows, score_examples
@@ -30,7 +31,14 @@ METRIC_COLUMNS = ["fold", "held_out_task", "method", "family", "rule", "subset",
                   "recall", "f1_micro", "auroc", "auroc_pooled", "auprc", "f1_low", "f1_high", "auroc_low",
                   "auroc_high", "auprc_low", "auprc_high", "classifier_accuracy", "n_auroc_undefined",
                   "n_constant_scores", "n_nonfinite_scores", "comprehensiveness", "sufficiency"]
-NOT_BASELINES = ("floor", "learned", "amortized")  # the families `matched_baselines` leaves out
+NOT_BASELINES = ("floor", "learned", "amortized")
+
+
+def metric_columns() -> list[str]:
+    """`METRIC_COLUMNS` and, after them, each metric registered beside the built-in ones
+    (`core/metrics/registry.py`) with its interval."""
+    return METRIC_COLUMNS + [f"{name}{end}" for name in EXAMPLE_METRICS if name not in METRIC_COLUMNS
+                             for end in ("", "_low", "_high")]  # the families `matched_baselines` leaves out
 
 
 def rationale_test_examples(predictions: pd.DataFrame, role: str = "rationale_test", max_examples: int | None = None,
@@ -75,7 +83,7 @@ def score_method(scores: list[np.ndarray], gold: list[np.ndarray], masks: list[n
     """Summary numbers of one method with bootstrap 95% intervals over examples."""
     result = evaluate(scores, gold, masks)
     row = result.summary()
-    for metric in ("f1", "auroc", "auprc"):
+    for metric in ("f1", "auroc", *EXAMPLE_METRICS):
         row[f"{metric}_low"], row[f"{metric}_high"] = bootstrap_ci(result.per_example[metric].to_numpy(), n_boot, seed)
     return row
 
@@ -131,7 +139,7 @@ def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float
             for rule, metrics in method_rows(scores, method_gold, rho, rules, n_boot, seed).items():
                 rows.append({**base, "method": method, "family": group["family"].iloc[0], "rule": rule,
                              "classifier_accuracy": float(examples.loc[present, "correct"].mean()), **metrics})
-    return pd.DataFrame(rows).reindex(columns=METRIC_COLUMNS)
+    return pd.DataFrame(rows).reindex(columns=metric_columns())
 
 
 def matched_baselines(metrics: pd.DataFrame) -> pd.DataFrame:
@@ -276,7 +284,7 @@ def score_rationale_set(token_scores: pd.DataFrame, predictions: pd.DataFrame, f
     aopc = faithfulness.groupby("method")[["comprehensiveness", "sufficiency"]].mean().reset_index()
     aopc["subset"] = "sample"
     metrics = (metrics.drop(columns=["comprehensiveness", "sufficiency"])
-               .merge(aopc, on=["method", "subset"], how="left").reindex(columns=METRIC_COLUMNS))
+               .merge(aopc, on=["method", "subset"], how="left").reindex(columns=metric_columns()))
     headline = metrics[(metrics["subset"] == "all") & (metrics["rule"].isin(["matched", "own"]))]
     logger.info("%s:\n%s", fold, headline[["method", "rule", "n_examples", "f1", "auroc", "auprc"]]
                 .round(3).to_string(index=False))

@@ -1,9 +1,10 @@
 """Which of your texts to annotate for a few-shot refit of a fold's ExpNet+ (`learned-attribution suggest`,
 docs/fewshot.md, "Which examples to annotate"), and the rule the few-shot curve's `suggested` rows measure.
 
-    from learned_attribution.services.fewshot.suggest import suggest, write_annotation_file
+    from learned_attribution.core.data.rationales import write_annotation_file
+    from learned_attribution.services.fewshot.suggest import suggest
     picked = suggest(explainer.classifier, texts, ids, k=32)          # a frame, in the order picked
-    write_annotation_file(picked, "to_annotate.json", "label-studio")
+    write_annotation_file(picked, "to_annotate.json", "label-studio")  # by the format's writer (core.data.rationales)
 
 The rule (one, the one that measured best): typical per cluster (TypiClust, Hacohen et al., ICML 2022). Each
 text is represented by the classifier's last-layer [CLS] hidden state (L2-normalised); k-means (seeded) splits them
@@ -17,16 +18,13 @@ below (docs/fewshot.md, "Which examples to annotate"). The few-shot curve's `sug
 (services/fewshot/curve.py) measures it on every run."""
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from learned_attribution.core.atomic import write_text_atomically
 from learned_attribution.core.data.words import tokenizer_words
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.models.loading import TrainedClassifier
@@ -36,9 +34,6 @@ from learned_attribution.core.picking import cluster_picks
 
 logger = logging.getLogger(__name__)
 
-LABEL_STUDIO, DOCCANO, SPANS = "label-studio", "doccano", "spans"
-FORMATS = (LABEL_STUDIO, DOCCANO, SPANS)
-SUFFIXES = {LABEL_STUDIO: ".json", DOCCANO: ".jsonl", SPANS: ".jsonl"}
 SUGGESTION_COLUMNS = ["rank", "id", "text", "predicted", "label", "probability", "uncertainty"]
 
 
@@ -123,43 +118,3 @@ def suggest(classifier: TrainedClassifier, texts: Sequence[str | Sequence[str]],
                 source, k, len(texts), np.mean([r["uncertainty"] for r in rows]), candidates.uncertainty.mean())
     return pd.DataFrame(rows, columns=SUGGESTION_COLUMNS)
 
-
-def check_format(file_format: str, path: str | Path | None = None) -> None:
-    """Refuse an unknown format, or an output file whose suffix the rationale reader would not read as that
-    format (`core.data.rationales.read_rationale_file`), in one line."""
-    if file_format not in FORMATS:
-        raise InputError(f"--format {file_format!r}: unknown; choose one of {', '.join(FORMATS)}")
-    if path is not None and Path(path).suffix != SUFFIXES[file_format]:
-        raise InputError(f"--output {path}: a {file_format} file is read back as {SUFFIXES[file_format]}; name it "
-                         f"{Path(path).with_suffix(SUFFIXES[file_format]).name}")
-
-
-def annotation_file(suggested: pd.DataFrame, file_format: str) -> str:
-    """The suggested texts as a file to annotate, each with the class the classifier predicts (the class its
-    explainer explains; an annotator marks the words that support it) and your id of the text:
-
-    - `label-studio`: a Label Studio import, a JSON list of tasks `{"data": {"text", "label", "source_id"}}`;
-      `data["label"]` is the class field the reader takes from the export by default;
-    - `doccano`: a doccano JSONL import, `{"text", "label": [], "class", "source_id"}` a line (spans go into
-      `label`; `class` is the reader's default class field);
-    - `spans`: span JSONL, `{"id", "text", "spans": [], "label"}` a line, for spans added by hand or a script."""
-    check_format(file_format)
-    records = []
-    for row in suggested.itertuples(index=False):
-        if file_format == LABEL_STUDIO:
-            records.append({"data": {"text": row.text, "label": int(row.predicted), "source_id": row.id}})
-        elif file_format == DOCCANO:
-            records.append({"text": row.text, "label": [], "class": int(row.predicted), "source_id": row.id})
-        else:
-            records.append({"id": row.id, "text": row.text, "spans": [], "label": int(row.predicted)})
-    if file_format == LABEL_STUDIO:
-        return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
-    return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-
-
-def write_annotation_file(suggested: pd.DataFrame, path: str | Path, file_format: str) -> Path:
-    """`annotation_file` written to `path`, complete or not at all (`core.atomic`)."""
-    path = Path(path)
-    check_format(file_format, path)
-    write_text_atomically(path, annotation_file(suggested, file_format))
-    return path

@@ -1,0 +1,62 @@
+"""The span JSONL rationale format (`spans`, docs/external_rationales.md): one object a line, `text`, the rationale
+spans as `spans` (or `rationale_spans`, not both) `[[start, end], ...]` (character offsets into `text`, end
+exclusive), the class in `label` (another field with `class_field`), optional `id`. What a script or a hand writes;
+its writer writes a text to annotate with empty `spans`.
+
+    {"id": "film", "text": "A great film.", "spans": [[2, 6], [9, 13]], "label": 1}
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+from learned_attribution.core.data.rationales.records import (RationaleFileError, SourceFile, Span, SpanRecord,
+                                                              checked_span, jsonl_lines)
+from learned_attribution.core.data.rationales.registry import RationaleFormat, register
+from learned_attribution.core.data.rationales.spans import span_examples, span_lines_records
+
+NAME = "spans"
+SPAN_KEYS = ("spans", "rationale_spans")  # the one written is the first
+CLASS_FIELD = "label"
+
+
+def parse_spans(record: dict, text: str, source: str, where: str) -> tuple[Span, ...]:
+    """A record's checked spans, from `spans` or `rationale_spans` (exactly one of them)."""
+    given = [key for key in SPAN_KEYS if key in record]
+    if len(given) != 1:
+        raise RationaleFileError(f"{source}, {where}: " + ("give one of 'spans' and 'rationale_spans', not both"
+                                                           if given else "missing 'spans' (or 'rationale_spans')"))
+    key = given[0]
+    spans = record[key]
+    if not isinstance(spans, list):
+        raise RationaleFileError(f"{source}, {where}: {key!r} must be a list of [start, end] pairs")
+    checked = []
+    for item in spans:
+        if not isinstance(item, list) or len(item) != 2:
+            raise RationaleFileError(f"{source}, {where}: {key!r} entries must be [start, end] pairs, got {item!r}")
+        checked.append(checked_span(item[0], item[1], (), text, source, where))
+    return tuple(checked)
+
+
+@register(NAME)
+class SpanJsonl(RationaleFormat):
+    title = "span JSONL"
+    summary = "span JSONL (.jsonl of text, spans, label)"
+    suffix = ".jsonl"
+    class_field = CLASS_FIELD
+    record_hint = "'spans' (or 'rationale_spans') as [[start, end], ...]"
+
+    def claims(self, file: SourceFile) -> bool:
+        record = file.first_object()
+        return record is not None and any(key in record for key in SPAN_KEYS)
+
+    def read(self, file: SourceFile, n_classes: int = 2, *, rationale_labels: Sequence[str] | None = None,
+             class_field: str | None = None, tokenizer=None) -> pd.DataFrame:
+        records = span_lines_records(file.text, file.source, parse_spans, class_field or CLASS_FIELD, n_classes)
+        return span_examples(records, file.source, None, tokenizer)
+
+    def write(self, records: Sequence[SpanRecord]) -> str:
+        return jsonl_lines({"id": record.example_id, "text": record.text,
+                            SPAN_KEYS[0]: [[span.start, span.end] for span in record.spans], CLASS_FIELD: record.label}
+                           for record in records)
