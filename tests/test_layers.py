@@ -22,7 +22,8 @@ def loaded_modules(statement: str) -> set[str]:
 
 
 @pytest.mark.parametrize("statement", ["import learned_attribution.services.explain",
-                                       "from learned_attribution import FoldExplainer, StudentExplainer, fit",
+                                       "from learned_attribution import Explanation, FoldExplainer, StudentExplainer, fit, "
+                                       "fit_rationales",
                                        "import learned_attribution"])
 def test_the_python_api_loads_neither_kedro_nor_mlflow(statement):
     loaded = loaded_modules(statement)
