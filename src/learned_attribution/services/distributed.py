@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DaskSettings:
-    """Where the per-example work runs (`compute.dask`, parsed by `services/config.py`)."""
+    """Where the per-example work runs (`compute.dask`, parsed by `services/config/`)."""
 
     address: str  # local (a LocalCluster started for the node) or a scheduler address, tcp://host:8786
     n_workers: int
