@@ -18,7 +18,6 @@ Outputs: data/08_reporting/benchmarks/distributed_scaling.csv and distributed_sc
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -27,10 +26,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from attribution_throughput import parse_setting  # noqa: E402
-from feature_extraction import DEFAULT_OUTPUT_DIR, describe_texts, load_setup, positive_int, say  # noqa: E402
+from harness import (DEFAULT_OUTPUT_DIR, PROJECT_ROOT, describe_texts, load_setup, parse_setting, positive_int, say,
+                     saved_figure, write_table)
 
 COLUMNS = ["configuration", "workers", "threads_per_worker", "method", "n_examples", "seconds", "examples_per_s",
            "speedup_vs_in_process", "max_abs_difference_vs_in_process", "settings"]
@@ -92,30 +89,21 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     table["speedup_vs_in_process"] = table["examples_per_s"] / table["examples_per_s"].iloc[0]
     table["settings"] = " ".join(f"{k}={v}" for k, v in settings.items())
     table = table[COLUMNS]
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.output_dir / "distributed_scaling.csv", index=False)
+    write_table(table, args.output_dir, "distributed_scaling.csv")
     save_chart(table, args.output_dir / "distributed_scaling.png")
     say(table.round(3).to_string(index=False))
     return table
 
 
 def save_chart(table: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(7, 3.5))
-    bars = axis.bar(table["configuration"], table["examples_per_s"], color="#4c72b0")
-    for bar, speedup in zip(bars, table["speedup_vs_in_process"]):
-        axis.annotate(f"{speedup:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                      va="bottom", fontsize=9)
-    axis.set_ylabel("examples / s")
-    axis.set_title(f"{table['method'].iloc[0]} on {table['n_examples'].iloc[0]} examples: in process vs Dask workers",
-                   fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    with saved_figure(path, (7, 3.5)) as (_, axis):
+        bars = axis.bar(table["configuration"], table["examples_per_s"], color="#4c72b0")
+        for bar, speedup in zip(bars, table["speedup_vs_in_process"]):
+            axis.annotate(f"{speedup:.2f}x", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                          va="bottom", fontsize=9)
+        axis.set_ylabel("examples / s")
+        axis.set_title(f"{table['method'].iloc[0]} on {table['n_examples'].iloc[0]} examples: in process vs Dask "
+                       "workers", fontsize=10)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -135,7 +123,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--set", dest="settings", type=parse_setting, action="append", default=[],
                         metavar="METHOD.KEY=VALUE")
-    parser.add_argument("--data-root", type=Path, default=Path(__file__).resolve().parents[1] / "data")
+    parser.add_argument("--data-root", type=Path, default=PROJECT_ROOT / "data")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)

@@ -25,7 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pandas as pd
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+from harness import DEFAULT_OUTPUT_DIR, PROJECT_ROOT, write_table
+
 CONFIGURATIONS = {"every weight": False, "word embeddings frozen": True}
 
 
@@ -35,7 +36,7 @@ RAW_TEXT = {"cola": ("cola/raw/in_domain_train.tsv", None, 3), "sst2": ("sst2/gl
 def sentences(task: str, n: int, seed: int) -> list[str]:
     """`n` seeded sentences of the task's raw training file (the classifiers' own data)."""
     path, header, column = RAW_TEXT[task]
-    frame = pd.read_csv(ROOT / "data" / "01_raw" / path, sep="\t", header=header, quoting=3)
+    frame = pd.read_csv(PROJECT_ROOT / "data" / "01_raw" / path, sep="\t", header=header, quoting=3)
     texts = frame.iloc[:, column].astype(str)
     return texts.sample(n=min(n, len(texts)), random_state=seed).tolist()
 
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--encoder", default="packaged:all-MiniLM-L6-v2")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="3 rounds of batch 4: checks that it runs")
-    parser.add_argument("--output-dir", type=Path, default=ROOT / "data" / "08_reporting" / "benchmarks")
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.batch_size = 3, 4
@@ -115,8 +116,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
         step_s=("step", "median"), step_vs_every_weight=("step_vs_every_weight", "median")).reset_index()
     summary.insert(0, "kernels", kernels)
     print(summary.round(4).to_string(index=False), flush=True)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    summary.to_csv(args.output_dir / "finetune_step.csv", index=False)
+    write_table(summary, args.output_dir, "finetune_step.csv")
     return summary
 
 

@@ -36,12 +36,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from attribution_throughput import (build_explainers, expnet_plus_models, load_expnet, make_batches,  # noqa: E402
-                                    student_models)
-from feature_extraction import DEFAULT_OUTPUT_DIR, load_setup, say  # noqa: E402
+from attribution_steps import make_batches
+from explainers_under_test import build_explainers, learned_models
+from harness import DEFAULT_OUTPUT_DIR, PROJECT_ROOT, load_setup, say
 
 TOLERANCE = {"perturbation": 2e-2}
 DEFAULT_TOLERANCE = 1e-3
@@ -59,15 +56,10 @@ def agreement(setup, device: torch.device, n_texts: int, batch_size: int, quick:
     device_model = copy.deepcopy(cpu_model).to(device).eval()
     predicted = predict_proba(cpu_model, list(examples["input_ids"]), batch_size, setup.tokenizer.pad_token_id).argmax(1)
     targets = dict(enumerate(predicted.tolist()))
-    config = cpu_model.config
-    models_dir = ROOT / "data" / "06_models" / f"heldout_{setup.task}"
-    expnet, _ = load_expnet(models_dir / "expnet_paper", 2 * config.num_attention_heads, seed)
-    plus, _ = expnet_plus_models(ROOT / "data" / "06_models" / "fold_training" / f"heldout_{setup.task}"
-                                 / "expnet_plus_variants", config, seed)
     overrides = {"lime": {"n_samples": 40 if quick else 200}, "kernel_shap": {"n_samples": 40 if quick else 200},
                  "integrated_gradients": {"n_steps": 8 if quick else 20}}
-    students, _ = student_models(ROOT / "data" / "06_models" / f"student_{setup.task}" / "student", cpu_model, seed)
-    explainers = build_explainers(list(METHODS), overrides, expnet, plus, -1, setup.tokenizer, students)
+    learned = learned_models(list(METHODS), cpu_model, setup.task, PROJECT_ROOT / "data", seed)
+    explainers = build_explainers(list(METHODS), overrides, learned, -1, setup.tokenizer)
     rows = []
     for name, explainer in explainers.items():
         differences = []
@@ -96,7 +88,7 @@ def smoke_run(device: str) -> float:
         command = [sys.executable, "-m", "kedro", "run", "--pipeline", "crosstask", "--env", "smoke", "--params",
                    f"compute.device={device},mlflow.tracking_uri=sqlite:///{scratch}/mlflow.db"]
         started = time.perf_counter()
-        subprocess.run(command, cwd=ROOT, check=True)
+        subprocess.run(command, cwd=PROJECT_ROOT, check=True)
         return time.perf_counter() - started
 
 
@@ -140,8 +132,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if not args.skip_throughput:
         say("[2/3] attribution throughput on the device")
         throughput_dir = Path(tempfile.mkdtemp())
-        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "attribution_throughput.py"), "--device", str(device),
-                        "--output-dir", str(throughput_dir), *(["--quick"] if args.quick else [])], cwd=ROOT, check=True)
+        subprocess.run([sys.executable, str(PROJECT_ROOT / "benchmarks" / "attribution_throughput.py"), "--device",
+                        str(device), "--output-dir", str(throughput_dir), *(["--quick"] if args.quick else [])],
+                       cwd=PROJECT_ROOT, check=True)
         throughput = pd.read_csv(throughput_dir / "attribution_throughput.csv")
         throughput.to_csv(args.output_dir / f"attribution_throughput_{device.type}.csv", index=False)
         summary["forward_examples_per_s"] = float(

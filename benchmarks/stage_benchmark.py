@@ -32,8 +32,8 @@ from typing import Sequence
 import pandas as pd
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "data" / "08_reporting" / "benchmarks"
+from harness import DEFAULT_OUTPUT_DIR, PROJECT_ROOT, write_table
+
 SLOW_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 KINDS = ("native", "slow")
 
@@ -52,7 +52,7 @@ def conf_copy(folder: Path, env: str, data_root: Path) -> Path:
     data/01_raw: their catalog paths do not use data_root)."""
     target = folder / "conf"
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(ROOT / "conf", target)
+    shutil.copytree(PROJECT_ROOT / "conf", target)
     globals_file = target / (env or "base") / "globals.yml"
     values = yaml.safe_load(globals_file.read_text()) if globals_file.is_file() else {}
     values["data_root"] = str(data_root)
@@ -76,7 +76,7 @@ def run_kind(kind: str, env: str, folder: Path, pipeline: str) -> dict:
     print(f"[{kind}] {' '.join(command)}", flush=True)
     started = time.perf_counter()
     with open(folder / "run.log", "w") as log:
-        process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=environment, stdout=log, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(process.pid, 0)  # this run's own peak memory (ru_maxrss: KiB on Linux)
     seconds = time.perf_counter() - started
     code = os.waitstatus_to_exitcode(status)
@@ -91,7 +91,7 @@ def run_kind(kind: str, env: str, folder: Path, pipeline: str) -> dict:
 def stage_rows(kind: str, run: dict) -> list[dict]:
     """Per stage and in total: wall minutes (the nodes' shares of the run's wall time, as docs/results.md counts them)
     and the sum of node minutes; the process's own minutes and peak memory on the total row."""
-    from learned_attribution.services.reporting.results import stage_walls
+    from learned_attribution.services.reporting.cost import stage_walls
 
     timings = run["timings"]
     walls = stage_walls(timings)
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--env", default="", help="Kedro environment (default: base, the main job itself)")
     parser.add_argument("--pipeline", default="crosstask")
     parser.add_argument("--only", choices=KINDS, action="append", help="run one kind only (repeatable)")
-    parser.add_argument("--output-dir", type=Path, default=OUT)
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR)
     args = parser.parse_args(argv)
     kinds = args.only or list(KINDS)
     flags = cpu_flags()
@@ -129,8 +129,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     for kind in runs:
         print(f"{kind}: {table.loc[table['kernels_kind'] == kind, 'kernels'].iloc[0]}", flush=True)
     print(table.round(3).to_string(index=False), flush=True)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.output_dir / "stage_benchmark.csv", index=False)
+    write_table(table, args.output_dir, "stage_benchmark.csv")
     return table
 
 

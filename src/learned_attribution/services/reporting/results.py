@@ -10,6 +10,9 @@ Every number comes from a file the pipeline or a benchmark wrote under the repor
 section out and the document says which. Nothing is typed in by hand, so the document is right for the machine and
 run it was generated from and is simply regenerated on another. Marked blocks (`<!-- results:NAME -->` ...
 `<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in place with the same tables.
+
+Here: which reports a run has (`Reports`), the document's sections and the blocks a README embeds; the tables of
+what things cost are in `cost`, the in-place rewriting (kept sections, marked blocks) in `rewrite`.
 """
 from __future__ import annotations
 
@@ -24,99 +27,16 @@ from typing import Callable
 import pandas as pd
 
 from learned_attribution.core.atomic import write_text_atomically
-from learned_attribution.core.tasks import FOLD_PREFIX, TASKS, held_out_task
+from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 
-from ..evaluation.cost import cost_plausibility
 from .afn import afn_comparison_table
 from .amortize import STUDENT_TABLES, student_variants_table, students_table
+from .cost import pareto_table, serving_table, stage_table, throughput_comparison_table, throughput_table
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
                         paper_comparison_table, shape_free_table, transfer_table)
 from .fewshot import fewshot_headline
+from .rewrite import ResultsError, fill_marked_blocks, keep_missing_sections
 from .selection_rules import track_record_section
-from .tables import markdown_table, table_lines
-
-
-class ResultsError(ValueError):
-    """The reports folder cannot give the document (named file missing or unreadable)."""
-
-
-def throughput_comparison_table(small: pd.DataFrame, base: pd.DataFrame) -> str:
-    """Markdown: every method's throughput as a ratio to a plain forward pass of its own encoder, MiniLM and
-    MPNet-base side by side (each from its own one-run benchmark), and the forward pass's examples/s."""
-    def ratios(table: pd.DataFrame) -> pd.Series:
-        return table.drop_duplicates("method").set_index("method")["ratio_to_forward"]
-
-    joined = pd.DataFrame({"MiniLM ratio to forward": ratios(small), "MPNet-base ratio to forward": ratios(base)})
-    joined = joined.sort_values("MPNet-base ratio to forward", ascending=False, na_position="last")
-    rates = {name: table.set_index("method").at["forward_all", "examples_per_s"]
-             for name, table in (("MiniLM", small), ("MPNet-base", base)) if "forward_all" in set(table["method"])}
-    note = ", ".join(f"{name} {rate:.1f} examples/s" for name, rate in rates.items())
-    return f"Forward pass: {note}.\n\n" + markdown_table(joined.reset_index(names="method"), digits=3)
-
-
-def pareto_table(metrics: pd.DataFrame, costs: dict[str, pd.DataFrame]) -> str:
-    """Markdown: per fold, the Pareto frontier of throughput (ratio to a forward pass) against AUROC among the
-    methods run on every example, ExpNet+'s point, and the baselines both cheaper and more plausible."""
-    lines = []
-    for fold, rows in metrics.groupby("fold", sort=False):
-        task = held_out_task(fold)
-        if task not in costs:
-            continue
-        points = cost_plausibility(rows, costs[task])
-        points = points[points["subset"] == "all"]
-        if "expnet_plus" not in set(points["method"]):
-            continue
-        plus = points[points["method"] == "expnet_plus"].iloc[0]
-        frontier = points[points["pareto"]].sort_values("ratio_to_forward", ascending=False)
-        better = points[(points["family"] != "learned") & (points["ratio_to_forward"] > plus["ratio_to_forward"])
-                        & (points["auroc"] > plus["auroc"])]
-
-        def named(frame: pd.DataFrame) -> str:
-            return ", ".join(f"{r.method} ({r.ratio_to_forward:.2f}x, {r.auroc:.3f})"
-                             for r in frame.itertuples()) or "none"
-
-        lines.append([task, named(frontier), f"{plus['ratio_to_forward']:.2f}x, {plus['auroc']:.3f}", named(better)])
-    return table_lines(["held-out task", "on the frontier (cheapest first: ratio to a forward pass, AUROC)", "ExpNet+",
-                        "baselines both cheaper and more plausible than ExpNet+"], lines)
-
-
-def stage_walls(timings: pd.DataFrame) -> pd.Series:
-    """Each node's share of the run's wall time: from the end of the node before it (the run's start for the first)
-    to its own end, so loading its inputs and the hooks between nodes count too; the shares add up to the wall time
-    (first start to last end). Without start and end columns (an older timings file): NaN."""
-    if not {"start_s", "end_s"} <= set(timings.columns):
-        return pd.Series(float("nan"), index=timings.index)
-    ordered = timings.sort_values("end_s")
-    previous = ordered["end_s"].shift(1).fillna(ordered["start_s"].min())
-    return (ordered["end_s"] - previous).reindex(timings.index)
-
-
-def stage_table(timings: pd.DataFrame) -> str:
-    """Markdown: per stage of the main job's last `kedro run` (node_timings/crosstask.csv) its wall time (its nodes'
-    shares of the run's wall time, `stage_walls`) beside the sum of its nodes' own times (outputs saved included),
-    the run's totals, and the kernels it ran on."""
-    walls = stage_walls(timings)
-    rows = [{"stage": stage, "wall minutes": walls[nodes.index].sum() / 60, "node minutes": nodes["seconds"].sum() / 60}
-            for stage, nodes in timings.groupby("stage", sort=False)]
-    rows.append({"stage": "**total**", "wall minutes": walls.sum() / 60, "node minutes": timings["seconds"].sum() / 60})
-    kernels = timings["kernels"].dropna().iloc[0] if "kernels" in timings and timings["kernels"].notna().any() else ""
-    return "\n".join([*([f"Kernels: {kernels}.", ""] if kernels else []),
-                      markdown_table(pd.DataFrame(rows), digits=1)])
-
-
-def throughput_table(throughput: pd.DataFrame) -> str:
-    """Markdown of benchmarks/attribution_throughput.csv: every method's examples/s and ratio to a forward pass."""
-    columns = [c for c in ("method", "family", "batch_size", "examples_per_s", "ratio_to_forward",
-                           "examples_per_s_batch1", "ratio_to_forward_batch1", "api_one_text_s", "captum_one_text_s",
-                           "model_calls_per_example") if c in throughput.columns]
-    shown = throughput[columns].sort_values("ratio_to_forward", ascending=False)
-    return markdown_table(shown.reset_index(drop=True), digits=3)
-
-
-def serving_table(load: pd.DataFrame) -> str:
-    columns = [c for c in ("clients", "texts_per_request", "requests", "errors", "p50_s", "p95_s", "texts_per_s")
-               if c in load.columns]
-    return markdown_table(load[columns].reset_index(drop=True), digits=3)
 
 
 def _read(path: Path, reader: Callable[[Path], object], missing: list[str]):
@@ -316,35 +236,6 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
     return "\n".join(lines)
 
 
-KEPT = " (kept from an earlier run)"
-
-
-def _sections(document: str) -> tuple[str, list[tuple[str, str]]]:
-    """A Markdown document split at its `## ` headings: the text before the first, then (heading, body) pairs."""
-    parts = re.split(r"^(## .*)$", document, flags=re.MULTILINE)
-    return parts[0], [(parts[i], parts[i + 1]) for i in range(1, len(parts), 2)]
-
-
-def keep_missing_sections(document: str, previous: str) -> str:
-    """`document` followed by every section of `previous` (the results document it replaces) that it lacks, each
-    heading marked as kept from an earlier run: a run without an `amortize`, `afn`, benchmark or base-size report
-    does not erase those sections, and does not pass them off as its own."""
-    def title(heading: str) -> str:  # what a section is, without its sources and dates in parentheses
-        return heading.split(" (")[0]
-
-    preamble, sections = _sections(document)
-    present = {title(heading) for heading, _ in sections}
-    kept = [(heading if heading.endswith(KEPT) else heading + KEPT, body)
-            for heading, body in _sections(previous)[1] if title(heading) not in present]
-    if not kept:
-        return document
-    return preamble + "".join(h + b for h, b in sections).rstrip("\n") + "\n\n" + "".join(
-        h + b for h, b in kept).rstrip("\n") + "\n"
-
-
-MARKER = re.compile(r"(<!-- results:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.DOTALL)
-
-
 def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
     """The tables a README may embed, by marker name."""
     blocks = {"headline": headline_table(reports.metrics)}
@@ -367,19 +258,6 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
     if reports.serving is not None:
         blocks["serving_load"] = serving_table(reports.serving)
     return blocks
-
-
-def fill_marked_blocks(text: str, blocks: dict[str, str], where: str) -> str:
-    """`text` with each `<!-- results:NAME -->` block replaced by `blocks[NAME]` (a block without a table in this
-    run's reports is left as it is); a text without any marker is an error naming `where`."""
-    if not MARKER.search(text):
-        raise ResultsError(f"{where} has no <!-- results:NAME --> ... <!-- /results:NAME --> block to fill")
-
-    def replace(match: re.Match) -> str:
-        body = blocks.get(match.group("name"))
-        return match.group(0) if body is None else f"{match.group(1)}{body}\n{match.group(4)}"
-
-    return MARKER.sub(replace, text)
 
 
 def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
