@@ -40,8 +40,8 @@ def write_fold(models_dir: Path, task: str = "sst2", seed: int = 0, best_baselin
     """models_dir/heldout_<task>/ (paper ExpNet, ExpNet+, a shape-free ExpNet+ variant, fold.json) beside
     models_dir/classifier_<task>/."""
     from learned_attribution.core.models.artifacts import explainer_context
-    from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, LearnedModel, SimplexStack,
-                                                         Variant, head_of_columns)
+    from learned_attribution.core.models.learned import (GatedExpNet, InputPipeline, LearnedModel, MLPSettings,
+                                                         SimplexStack, Variant, head_of_columns)
     from learned_attribution.core.models.loading import load_classifier
     from learned_attribution.core.models.signals import columns_for
     from learned_attribution.services.bundle import Bundle, fold_card, write_bundle
@@ -63,8 +63,8 @@ def write_fold(models_dir: Path, task: str = "sst2", seed: int = 0, best_baselin
     paper_columns = columns_for(["attention"], heads, layers)
     paper = LearnedModel(Variant("expnet_paper", stopping="token_auroc"), inputs(paper_columns),
                          GatedExpNet(len(paper_columns), 4).eval(), calibrated_threshold=0.45, context=context)
-    variant = Variant("gated_signals", feature_sets=("attention", "attention_x_gradient", "position"), gating=True,
-                      standardise="per_task")
+    variant = Variant("gated_signals", feature_sets=("attention", "attention_x_gradient", "position"),
+                      network_settings=MLPSettings(gating=True), standardise="per_task")
     columns = columns_for(variant.feature_sets, heads, layers)
     plus = LearnedModel(variant, inputs(columns), GatedExpNet(len(columns), 4, head_of_columns(columns)).eval(),
                         calibrated_threshold=0.5, context=context)

@@ -20,7 +20,7 @@ def test_round_trip_gives_the_same_probabilities_and_a_readable_config(tiny_mode
     paper, plus, free = (artifacts.load_learned(fold / name) for name in FOLD_EXPLAINERS)
     assert all(isinstance(explainer, LearnedModel) for explainer in (paper, plus, free))
     assert paper.variant.name == "expnet_paper" and paper.variant.stopping == "token_auroc" and len(paper.columns) == 4
-    assert plus.variant.gating and plus.variant.feature_sets[0] == "attention" and not plus.shape_free
+    assert plus.variant.network_settings.gating and plus.variant.feature_sets[0] == "attention" and not plus.shape_free
     assert free.shape_free and free.inputs.ranks and free.n_members == 2
     rng = np.random.default_rng(1)
     for explainer in (paper, plus, free):

@@ -21,7 +21,8 @@ from learned_attribution.core.explainers import METHODS, build_method
 from learned_attribution.core.explainers.apply import explain_examples, tokenizer_batch
 from learned_attribution.core.explainers.passes import PassMethod, explain_together
 from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES
-from learned_attribution.core.models.learned import InputPipeline, LearnedModel, Variant, build_variant_network
+from learned_attribution.core.models.learned import (InputPipeline, LearnedModel, MLPSettings, Variant,
+                                                     build_variant_network)
 from learned_attribution.core.models.signals import model_columns, signal_rows, token_vocabulary
 
 LAYERS, HEADS = 3, 2
@@ -365,8 +366,8 @@ LEARNED_VARIANTS = {
     # ExpNet+: per-head gates over signals of every kind, within-example z-scores (reads whole examples).
     "expnet_plus": Variant(name="signals", feature_sets=("attention", "attention_x_gradient", "layer_gradient",
                                                          "saliency", "raw_attention_layers", "afn_norm", "position",
-                                                         "token_kind"), gating=True, example_z=True,
-                           signs="magnitude"),
+                                                         "token_kind"), network_settings=MLPSettings(gating=True),
+                           example_z=True, signs="magnitude"),
     # A student reading its classifier's hidden states beside the scalar signals.
     "student": Variant(name="student", feature_sets=("attention_stats", "saliency", "position", "hidden_state"),
                        objective="distill", stopping="example_spearman"),

@@ -10,7 +10,7 @@ from learned_attribution.core.explainers import METHODS, build_method
 from learned_attribution.core.explainers.base import padded_batch
 from learned_attribution.core.explainers.learned import LearnedMethod
 from learned_attribution.core.models.features import extract_token_rows
-from learned_attribution.core.models.learned import (InputPipeline, LearnedModel, Variant,
+from learned_attribution.core.models.learned import (InputPipeline, LearnedModel, MLPSettings, Variant,
                                                 build_variant_network, score_examples)
 from learned_attribution.core.models.signals import TokenVocabulary, columns_for, token_signals
 
@@ -27,7 +27,7 @@ def test_both_names_are_the_one_learned_method():
     ("expnet_plus", Variant("attention_only")),
     ("expnet_plus", Variant("everything", feature_sets=("attention", "attention_x_gradient", "layer_gradient",
                                                         "saliency", "raw_attention_layers", "afn_norm", "position",
-                                                        "token_kind"), gating=True)),
+                                                        "token_kind"), network_settings=MLPSettings(gating=True))),
     ("expnet_plus", Variant("within_example", feature_sets=("attention", "layer_gradient", "position"),
                             example_z=True)),
     ("expnet_plus", Variant("stack", feature_sets=("attention", "attention_x_gradient", "saliency"),

@@ -20,8 +20,8 @@ from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES
 from learned_attribution.core.models.artifacts import (IncompatibleClassifierError, check_compatible,
                                                        classifier_fingerprint, classifier_signature, load_learned,
                                                        save_learned)
-from learned_attribution.core.models.learned import (InputPipeline, LearnedModel, Variant, build_text_network,
-                                                     fit_text_variant, score_texts)
+from learned_attribution.core.models.learned import (AttentionStudentSettings, InputPipeline, LearnedModel, Variant,
+                                                     build_text_network, fit_text_variant, score_texts)
 from learned_attribution.core.models.learned.attention_student import (AttentionTokenHead, classifier_hidden_states,
                                                                        hidden_state_cache)
 
@@ -29,9 +29,10 @@ from learned_attribution.core.models.learned.attention_student import (Attention
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/models/conftest.py
 
 
-def attention_variant(**overrides) -> Variant:
+def attention_variant(attention_layers=2, **overrides) -> Variant:
     return Variant(**{"name": "student_attention", "feature_sets": (), "network": "attention",
-                      "objective": "distill", "stopping": "example_spearman", "learning_rate": 3e-3, **overrides})
+                      "network_settings": AttentionStudentSettings(attention_layers), "objective": "distill",
+                      "stopping": "example_spearman", "learning_rate": 3e-3, **overrides})
 
 
 def bound(student: LearnedModel, model, tokenizer) -> LearnedModel:

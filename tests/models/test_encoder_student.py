@@ -14,7 +14,7 @@ from learned_attribution.core.explainers import build_method
 from learned_attribution.core.explainers.apply import tokenizer_batch
 from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES, architecture
 from learned_attribution.core.models.artifacts import load_learned, save_learned
-from learned_attribution.core.models.learned import Variant, fit_text_variant, score_texts
+from learned_attribution.core.models.learned import EncoderStudentSettings, Variant, fit_text_variant, score_texts
 from learned_attribution.core.models.learned.encoder import EncoderTokenHead, encoder_scores
 from learned_attribution.core.metrics.fidelity import mean_example_spearman
 
@@ -22,9 +22,10 @@ from learned_attribution.core.metrics.fidelity import mean_example_spearman
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/models/conftest.py
 
 
-def encoder_variant(**overrides) -> Variant:
+def encoder_variant(encoder_blocks=1, **overrides) -> Variant:
     return Variant(**{"name": "student_encoder", "feature_sets": (), "network": "encoder", "objective": "distill",
-                      "stopping": "example_spearman", "encoder_blocks": 1, "learning_rate": 3e-3, **overrides})
+                      "stopping": "example_spearman", "network_settings": EncoderStudentSettings(encoder_blocks),
+                      "learning_rate": 3e-3, **overrides})
 
 
 @pytest.mark.parametrize("family", SUPPORTED_MODEL_TYPES)

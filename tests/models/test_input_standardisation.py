@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.core.models.learned import InputPipeline, Variant
+from learned_attribution.core.models.learned import InputPipeline, MLPSettings, Variant
 from learned_attribution.core.models.learned.inputs import constant_columns, statistics, within_example_ranks
 from learned_attribution.core.models.signals import model_columns, signal_rows
 
@@ -138,8 +138,8 @@ def test_the_tiny_debertas_padded_and_unpadded_signals_give_the_same_network_inp
                                   ignore_index=True) for size in (3, 1))
     ids = padded["example_id"].to_numpy()
     assert (unpadded["example_id"].to_numpy() == ids).all()
-    pipeline = InputPipeline.for_variant(Variant("signals", feature_sets=sets, gating=True, example_z=True,
-                                                 signs="magnitude"), columns)
+    pipeline = InputPipeline.for_variant(Variant("signals", feature_sets=sets, network_settings=MLPSettings(gating=True),
+                                                 example_z=True, signs="magnitude"), columns)
     pipeline.mean, pipeline.std = pipeline.fitted_statistics(padded[columns].to_numpy(np.float32), ids)
     # the noise column, and inverse_length (constant within every example, so its within-example z-scores are 0)
     assert [c for c, s in zip(columns, pipeline.std) if s == 0] == ["embedding_grad_x_input", "inverse_length"]

@@ -3,11 +3,13 @@ plus `config.json` (everything needed to rebuild and apply it).
 
 config.json holds: `kind` (`learned_explainer`: the paper's ExpNet, every ExpNet+ variant and a student are one
 kind), `format_version`, `architecture` (input width, hidden units, per-head gates, seeds), the fitted `inputs`
-pipeline (columns, transforms, standardisation statistics), the `variant` (feature sets and training recipe),
-the own-rule thresholds (`threshold`, `calibrated_threshold`), the training history, and `context`: fold, held-out and training tasks, encoder, attention layer read, the
-matched budget rho, max_length, the shape of the classifier it was trained for (model type, layers, heads,
-tokenizer class, vocabulary size) and the package versions. `check_compatible` compares that shape with
-the classifier an explainer is about to be applied to (a shape-free explainer reads any supported classifier).
+pipeline (columns, transforms, standardisation statistics), the `variant` (feature sets and training recipe, its
+network and that network's own settings, flat as a recipe gives them: `Variant.record`), the own-rule thresholds
+(`threshold`, `calibrated_threshold`), the training history, and `context`: fold, held-out and training tasks,
+encoder, attention layer read, the matched budget rho, max_length, the shape of the classifier it was trained for
+(model type, layers, heads, tokenizer class, vocabulary size) and the package versions. `check_compatible` compares
+that shape with the classifier an explainer is about to be applied to (a shape-free explainer reads any supported
+classifier).
 
 Writes are atomic: the folder is written under a temporary name and renamed, so a folder that exists is
 complete (config.json is written last inside it as well).
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,12 @@ from learned_attribution.core.atomic import atomic_folder
 
 from .architectures import SUPPORTED_MODEL_TYPES
 from .learned import InputPipeline, LearnedModel, Variant, build_network
+from .learned.recipe import DEFAULT_NETWORK, setting_keys
 
 FORMAT_VERSION = 3  # 3: one kind for every learned explainer, with its fitted input pipeline
+# Before each network had settings of its own, a saved variant held every network's (at their defaults but for its
+# own network's): the others are dropped when it is read.
+UNION_SETTINGS = ("gating", "encoder_blocks", "attention_layers")
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 KIND = "learned_explainer"
@@ -146,7 +151,7 @@ def _config(explainer: LearnedModel) -> tuple[dict, dict[str, torch.Tensor]]:
     if not isinstance(explainer, LearnedModel):
         raise TypeError(f"cannot save a {type(explainer).__name__} as a learned-explainer artifact")
     net = explainer.net
-    config = {"kind": KIND, "architecture": net.architecture(), "variant": asdict(explainer.variant),
+    config = {"kind": KIND, "architecture": net.architecture(), "variant": explainer.variant.record(),
               "inputs": explainer.inputs.config(), "threshold": explainer.threshold,
               "calibrated_threshold": explainer.calibrated_threshold, "best_epoch": explainer.best_epoch,
               "member_best_epochs": explainer.member_best_epochs, "member_val_scores": explainer.member_val_scores,
@@ -214,11 +219,9 @@ def load_learned(folder: str | Path) -> LearnedModel:
     folder = Path(folder)
     config = read_config(folder)
     state = load_file(str(folder / WEIGHTS))
-    variant = dict(config["variant"])
-    variant["feature_sets"] = tuple(variant["feature_sets"])
     net = build_network(config["architecture"])
     net.load_state_dict(state)
-    return LearnedModel(Variant(**variant), InputPipeline.from_config(config["inputs"]), net.eval(),
+    return LearnedModel(saved_variant(config["variant"]), InputPipeline.from_config(config["inputs"]), net.eval(),
                             history=config.get("history", []), best_epoch=config.get("best_epoch", 0),
                             member_best_epochs=config.get("member_best_epochs", []),
                             # saved before the field was named for any stopping rule: member_val_auroc
@@ -226,3 +229,13 @@ def load_learned(folder: str | Path) -> LearnedModel:
                             calibrated_threshold=config["calibrated_threshold"],
                             n_pseudo_examples=config.get("n_pseudo_examples", 0),
                             threshold=config.get("threshold", 0.5), context=config.get("context", {}))
+
+
+def saved_variant(record: dict) -> Variant:
+    """The variant of a saved explainer from its flat record (`Variant.record`), whichever version wrote it."""
+    record = dict(record)
+    own = setting_keys(record.get("network", DEFAULT_NETWORK))
+    for key in UNION_SETTINGS:
+        if key not in own:
+            record.pop(key, None)
+    return Variant.from_record(record)

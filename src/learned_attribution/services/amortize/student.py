@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from learned_attribution.core.explainers.learned import STUDENT
 from learned_attribution.core.metrics.fidelity import mean_example_spearman
 from learned_attribution.core.models.artifacts import classifier_fingerprint, classifier_signature
 from learned_attribution.core.models.learned import (TrainingSettings, Variant, fit_text_variant, fit_variant,
                                                      score_examples, score_texts)
-from learned_attribution.core.models.learned.recipe import TEXT_NETWORKS
 from learned_attribution.core.models.signals import model_columns, signal_rows
 
 logger = logging.getLogger(__name__)
@@ -64,8 +64,8 @@ def fit_student(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teacher_
                 device: str | torch.device = "cpu", context: dict | None = None, layer: int = -1):
     """Every variant trained to reproduce the teacher (objective `distill`, early stopping on the validation texts'
     mean per-example Spearman) on the teacher's `texts` (example_id, input_ids, predicted): a per-token variant from
-    their `signals`, a text student (`network: encoder` or `attention`) from their token ids (the attention student
-    reads the classifier's hidden states at the explained `layer`). Returns (the student: the variant
+    their `signals`, a text student (a network that reads the text: `network: encoder` or `attention`) from their
+    token ids (the attention student reads the classifier's hidden states at the explained `layer`). Returns (the student: the variant
     with the best validation Spearman, the table of every variant: name, description, mean per-example Spearman
     with the labels on its own training texts and on the validation texts, best epoch). The student's context
     records the classifier it is bound to."""
@@ -77,7 +77,7 @@ def fit_student(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teacher_
     config = classifier.model.config
     trained, table = {}, []
     for variant in variants:
-        if variant.network in TEXT_NETWORKS:
+        if variant.reads_text:  # its registered network reads the texts, not signal columns
             train_texts = labelled[labelled["example_id"].isin(train_ids)]
             model = fit_text_variant(variant, classifier.model, classifier.tokenizer, train_texts,
                                      labelled[labelled["example_id"].isin(val_ids)], settings=settings, layer=layer,
@@ -97,7 +97,7 @@ def fit_student(classifier, texts: pd.DataFrame, signals: pd.DataFrame, teacher_
     table = pd.DataFrame(table).sort_values("val_spearman", ascending=False, kind="mergesort")
     table["selected"] = np.arange(len(table)) == 0
     student = trained[table["variant"].iloc[0]]
-    student.context = {**(context or {}), "kind": "student", "variant": student.variant.name,
+    student.context = {**(context or {}), "kind": STUDENT, "variant": student.variant.name,
                        "classifier": classifier_signature(classifier.model, classifier.tokenizer),
                        "classifier_fingerprint": classifier_fingerprint(classifier.model),
                        "classifier_path": None if classifier.path is None else str(classifier.path)}

@@ -15,7 +15,8 @@ encoder (about `attention_layers` blocks' weights).
 """
 from __future__ import annotations
 
-from typing import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
 
 import pandas as pd
 import torch
@@ -25,15 +26,29 @@ from torch.nn.utils.rnn import pad_sequence
 from ..architectures import architecture
 from ..runner import eval_mode, length_grouped_batches, model_device, pad_batch
 from ..signals import explained_block
-from .encoder import BatchInputs, text_batch
+from .encoder import BatchInputs, check_text_student, text_batch
+from .registry import HIDDEN_STATES, LearnedNetwork, register_network
+
+if TYPE_CHECKING:
+    from .recipe import Variant
 
 DROPOUT = 0.1  # nn.TransformerEncoderLayer's default, and the supported families' own hidden dropout
 
 
-class AttentionTokenHead(nn.Module):
+@dataclass(frozen=True)
+class AttentionStudentSettings:
+    """The `attention` student's own settings."""
+
+    attention_layers: int = 2  # the new self-attention layers over the hidden states
+
+
+@register_network("attention")
+class AttentionTokenHead(LearnedNetwork):
     """Hidden states [B, T, D] of the classifier's block `layer` -> token scores [B, T, C] (one per class): `layers`
     pre-norm self-attention blocks (padding masked), a final LayerNorm, a linear head. Every parameter trains."""
 
+    Settings = AttentionStudentSettings
+    reads = HIDDEN_STATES
     members = 1
     model_calls = 1  # per text at explain time: the classifier's pass gives its prediction and the hidden states
 
@@ -59,13 +74,24 @@ class AttentionTokenHead(nn.Module):
         return cls(int(config.hidden_size), int(config.num_attention_heads), family.feed_forward_width(config),
                    int(config.num_labels), layers, explained_block(layer, len(family.blocks(model))))
 
+    @classmethod
+    def over_classifier(cls, settings: AttentionStudentSettings, model: nn.Module, layer: int
+                        ) -> "AttentionTokenHead":
+        return cls.for_classifier(model, settings.attention_layers, layer)
+
+    @classmethod
+    def check(cls, variant: Variant, where: str) -> None:
+        check_text_student(variant, where, "attention_layers")
+
+    @classmethod
+    def describe(cls, settings: AttentionStudentSettings) -> str:
+        return (f"the classifier's frozen hidden states, {settings.attention_layers} new attention layers and a token "
+                "head trained")
+
     def architecture(self) -> dict:
         return {"class": "AttentionTokenHead", "hidden_size": self.hidden_size, "heads": self.heads,
                 "feed_forward": self.feed_forward, "num_labels": self.num_labels, "layers": len(self.blocks),
                 "layer": self.layer}
-
-    def gates(self) -> None:
-        return None
 
     def trained_parameters(self) -> list[nn.Parameter]:
         return list(self.parameters())

@@ -13,14 +13,16 @@ It costs one forward pass of the copy beside the classifier's own (the predictio
 (not `seeds` side by side: each would be a copy of the encoder); the loss is the students' (`distillation_loss`),
 early stopping on the validation texts' mean per-example Spearman, as for every student.
 
-The loop here (`train_text_student`) and the scoring (`student_text_scores`) are every text student's: the encoder
-student's and the attention student's (`attention_student.py`), which differ only in what their network reads of a
-batch (`BatchInputs`: token ids, or the classifier's kept hidden states).
+The loop here (`train_text_student`), the scoring (`student_text_scores`) and what a text student refuses of a
+variant (`check_text_student`) are every text student's: the encoder student's and the attention student's
+(`attention_student.py`), which differ only in what their network reads of a batch (`BatchInputs`: token ids, or the
+classifier's kept hidden states).
 """
 from __future__ import annotations
 
 import copy
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -34,6 +36,10 @@ from ..features import frame_token_ids, special_token_mask
 from ..runner import length_grouped_batches, model_device, pad_batch
 from .losses import distillation_loss
 from .recipe import TrainingSettings
+from .registry import TOKEN_IDS, LearnedNetwork, register_network
+
+if TYPE_CHECKING:
+    from .recipe import Variant
 
 # Attention the copy runs with: it needs no attention probabilities, so the fused kernel where the family has one.
 FAST_ATTENTION = "sdpa"
@@ -45,11 +51,34 @@ def _fast_attention(encoder: nn.Module) -> nn.Module:
     return encoder
 
 
-class EncoderTokenHead(nn.Module):
+def check_text_student(variant: Variant, where: str, depth: str) -> None:
+    """What every text student refuses: signal inputs and their transforms, an objective other than the teacher's
+    scores; its settings' `depth` (blocks or layers that train) must be a positive integer."""
+    conflicting = [flag for flag in ("example_z", "anchor", "balance", "self_training") if getattr(variant, flag)]
+    if variant.feature_sets or conflicting or variant.objective != "distill" or variant.standardise != "global":
+        raise ValueError(f"{where}: an {variant.network} student reads the text itself (feature_sets: []) and "
+                         f"is trained on a teacher's scores (objective: distill), with no "
+                         f"{conflicting or 'input transforms'}")
+    value = getattr(variant.network_settings, depth)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{where}: {depth}={value!r} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class EncoderStudentSettings:
+    """The `encoder` student's own settings."""
+
+    encoder_blocks: int = 4  # the copy's top blocks that train (the rest stay the classifier's)
+
+
+@register_network("encoder")
+class EncoderTokenHead(LearnedNetwork):
     """input ids [B, T] -> token scores [B, T, C] (one per class): the encoder copy's last hidden states through a
     linear head. Only the top `trainable_blocks` blocks (all of them, when the classifier has fewer) and the head
     have `requires_grad`."""
 
+    Settings = EncoderStudentSettings
+    reads = TOKEN_IDS
     members = 1
     model_calls = 2  # per text at explain time: the classifier's pass (its prediction), then the copy's
 
@@ -72,6 +101,18 @@ class EncoderTokenHead(nn.Module):
         """A copy of `model`'s encoder (its weights as they are now) and a new head, from torch's global seed."""
         return cls(copy.deepcopy(model.base_model), int(model.config.num_labels), trainable_blocks)
 
+    @classmethod
+    def over_classifier(cls, settings: EncoderStudentSettings, model: nn.Module, layer: int) -> "EncoderTokenHead":
+        return cls.from_classifier(model, settings.encoder_blocks)  # the copy reads the text, not `layer`
+
+    @classmethod
+    def check(cls, variant: Variant, where: str) -> None:
+        check_text_student(variant, where, "encoder_blocks")
+
+    @classmethod
+    def describe(cls, settings: EncoderStudentSettings) -> str:
+        return f"a copy of the classifier's encoder, its top {settings.encoder_blocks} blocks and a token head trained"
+
     def architecture(self) -> dict:
         return {"class": "EncoderTokenHead", "config": self.encoder.config.to_dict(), "num_labels": self.num_labels,
                 "trainable_blocks": self.trainable_blocks}
@@ -93,9 +134,6 @@ class EncoderTokenHead(nn.Module):
             raise RuntimeError(f"encoder student weights do not fit its network: missing {missing}, unexpected "
                                f"{result.unexpected_keys}")
         return result
-
-    def gates(self) -> None:
-        return None
 
     def trained_parameters(self) -> list[nn.Parameter]:
         return [p for p in self.parameters() if p.requires_grad]

@@ -22,7 +22,8 @@ import torch
 
 from .losses import objective
 from .recipe import TrainingSettings
-from .training import LearnedModel, TransformedRows, group_examples, transformed_rows
+from .model import LearnedModel
+from .training import TransformedRows, group_examples, transformed_rows
 
 FOLD_PRIOR = "fold"  # the fold's own ExpNet+ as a few-shot prior (its bundle's `expnet_plus`)
 

@@ -4,10 +4,10 @@ cannot drift apart).
 
 Steps, in order (each optional, as the variant says): signed columns as magnitudes (`signs: magnitude`); the
 anchor term, the anchor column rank-normalised within the example (`anchor`); within-example z-scores
-(`example_z`); within-example ranks (`network: simplex`); standardisation with fitted statistics. The statistics
-saved are the target classifier's (`standardise: per_task`: its own unlabeled tokens; `global`: the training
-tokens'); during training each task's rows are standardised with that task's statistics through the same
-`transform`.
+(`example_z`); within-example ranks (a network that `ranks_inputs`: `simplex`); standardisation with fitted
+statistics. The statistics saved are the target classifier's (`standardise: per_task`: its own unlabeled tokens;
+`global`: the training tokens'); during training each task's rows are standardised with that task's statistics
+through the same `transform`.
 
 A column that is constant up to float rounding is fitted as constant (`constant_columns`) and enters the network as
 exactly 0, during training and at prediction: standardising it would only magnify rounding error, which differs
@@ -110,7 +110,7 @@ class InputPipeline:
             raise ValueError(f"learned-explainer variant {variant.name!r}: anchor {variant.anchor!r} is not among its "
                              f"input columns (add its feature set)")
         return cls(columns, magnitudes=variant.signs == "magnitude", anchor=variant.anchor,
-                   example_z=variant.example_z, ranks=variant.network == "simplex")
+                   example_z=variant.example_z, ranks=variant.network_class.ranks_inputs)
 
     @property
     def reads_whole_examples(self) -> bool:

@@ -1,27 +1,38 @@
-"""The networks of the learned explainers: ExpNet's 2-layer network (optionally with per-head gates) and the convex
-stack, each holding `members` independent copies (seeds) side by side: inputs [..., F] -> logits [members, ...];
-and the text students' networks (`encoder.EncoderTokenHead`: token ids -> per-class token scores;
-`attention_student.AttentionTokenHead`: the classifier's hidden states -> per-class token scores). A network is
-rebuilt from its `architecture()` dict, as saved with a trained explainer."""
+"""The signal networks of the learned explainers, registered (`registry.py`): ExpNet's 2-layer network (`mlp`,
+optionally with per-head gates) and the convex stack (`simplex`), each holding `members` independent copies (seeds)
+side by side: inputs [..., F] -> logits [members, ...]. The text students' networks are registered in their own
+files (`encoder.py`, `attention_student.py`). `build_variant_network` and `build_text_network` build a variant's
+network through the registry; a network is rebuilt from its `architecture()` dict, as saved with a trained explainer
+(`registry.build_network`)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from .attention_student import AttentionTokenHead
-from .encoder import EncoderTokenHead
 from .inputs import ANCHOR_SCALE
-from .recipe import TEXT_NETWORKS, TrainingSettings, Variant
+from .recipe import TrainingSettings, Variant
+from .registry import SIGNALS, LearnedNetwork, register_network
 
 
-class GatedExpNet(nn.Module):
+@dataclass(frozen=True)
+class MLPSettings:
+    """The `mlp` network's own settings."""
+
+    gating: bool = False  # one learned sigmoid gate per attention head over that head's input columns
+
+
+@register_network("mlp")
+class GatedExpNet(LearnedNetwork):
     """ExpNet's 2-layer network (inputs -> hidden ReLU -> 1), optionally with one sigmoid gate per head
     multiplying every input column of that head (`head_of_column[c]` = head index, -1 = never gated).
     `members` independent copies (seeds) side by side: inputs [..., F] -> logits [members, ...]."""
+
+    Settings = MLPSettings
 
     def __init__(self, n_features: int, hidden: int, head_of_column: Sequence[int] | None = None, members: int = 1):
         super().__init__()
@@ -37,6 +48,21 @@ class GatedExpNet(nn.Module):
             heads = torch.as_tensor(list(head_of_column), dtype=torch.long)
             self.register_buffer("head_of_column", heads)
             self.gate_logits = nn.Parameter(torch.full((members, int(heads.max()) + 1), 2.0))  # gates start near 0.88
+
+    @classmethod
+    def over_columns(cls, settings: MLPSettings, columns: Sequence[str], training: TrainingSettings) -> "GatedExpNet":
+        return cls(len(columns), training.hidden, head_of_columns(columns) if settings.gating else None,
+                   members=training.seeds)
+
+    @classmethod
+    def check(cls, variant: Variant, where: str) -> None:
+        if variant.network_settings.gating and variant.shape_free:
+            raise ValueError(f"{where}: gating weighs attention heads, and a shape-free input set has no per-head "
+                             "columns")
+
+    @classmethod
+    def switches(cls, settings: MLPSettings) -> tuple[str, ...]:
+        return ("gating",) if settings.gating else ()
 
     @property
     def members(self) -> int:
@@ -64,16 +90,34 @@ class GatedExpNet(nn.Module):
         return logits.reshape(self.members, *shape)
 
 
-class SimplexStack(nn.Module):
+@register_network("simplex")
+class SimplexStack(LearnedNetwork):
     """A convex stack: logits = scale x (inputs . softmax(weights)) + bias, per member, inputs [..., F] ->
     [members, ...]. With rank-normalised inputs the score ranks tokens by a weighted mean of the signals' ranks;
     scale and bias only calibrate (they never change a ranking)."""
+
+    ranks_inputs = True
 
     def __init__(self, n_features: int, members: int = 1):
         super().__init__()
         self.weight_logits = nn.Parameter(0.01 * torch.randn(members, n_features))
         self.log_scale = nn.Parameter(torch.full((members,), float(np.log(ANCHOR_SCALE))))
         self.bias = nn.Parameter(torch.zeros(members))
+
+    @classmethod
+    def over_columns(cls, settings, columns: Sequence[str], training: TrainingSettings) -> "SimplexStack":
+        return cls(len(columns), members=training.seeds)
+
+    @classmethod
+    def check(cls, variant: Variant, where: str) -> None:
+        conflicting = [flag for flag in ("example_z", "anchor") if getattr(variant, flag)]
+        if conflicting or variant.standardise != "global":
+            raise ValueError(f"{where}: a simplex stack rank-normalises its inputs within the example, so it "
+                             f"takes no {conflicting or ['standardise: ' + variant.standardise]}")
+
+    @classmethod
+    def describe(cls, settings) -> str:
+        return "convex stack"
 
     @property
     def members(self) -> int:
@@ -86,29 +130,14 @@ class SimplexStack(nn.Module):
         """[members, F] convex weights."""
         return torch.softmax(self.weight_logits, -1)
 
-    def gates(self) -> None:
-        return None
+    def column_weights(self) -> torch.Tensor:
+        return self.weights()
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         shape = features.shape[:-1]
         mixed = features.reshape(-1, features.shape[-1]) @ self.weights().T  # [N, S]
         logits = self.log_scale.exp()[None, :] * mixed + self.bias[None, :]
         return logits.T.reshape(self.members, *shape)
-
-
-def build_network(architecture: dict) -> nn.Module:
-    """A network from its `architecture()` dict (as saved with a trained explainer)."""
-    architecture = dict(architecture)
-    kind = architecture.pop("class")
-    if kind == "GatedExpNet":
-        return GatedExpNet(**architecture)
-    if kind == "SimplexStack":
-        return SimplexStack(**architecture)
-    if kind == "EncoderTokenHead":
-        return EncoderTokenHead.from_architecture(**architecture)
-    if kind == "AttentionTokenHead":
-        return AttentionTokenHead(**architecture)
-    raise ValueError(f"unknown ExpNet+ network class {kind!r}")
 
 
 def head_of_columns(columns: Sequence[str]) -> list[int]:
@@ -123,22 +152,16 @@ def head_of_columns(columns: Sequence[str]) -> list[int]:
 def build_variant_network(variant: Variant, columns: Sequence[str], settings: TrainingSettings) -> nn.Module:
     """A new (randomly initialised, from torch's global seed) network for `variant` over `columns` (a text
     student's is built from its classifier: `build_text_network`)."""
-    if variant.network in TEXT_NETWORKS:
+    if variant.reads_text:
         raise ValueError(f"variant {variant.name!r}: an {variant.network} student's network is built from its "
                          "classifier (build_text_network), not over signal columns")
-    if variant.network == "simplex":
-        return SimplexStack(len(columns), members=settings.seeds)
-    return GatedExpNet(len(columns), settings.hidden, head_of_columns(columns) if variant.gating else None,
-                       members=settings.seeds)
+    return variant.network_class.over_columns(variant.network_settings, columns, settings)
 
 
 def build_text_network(variant: Variant, model: nn.Module, layer: int = -1) -> nn.Module:
-    """A new text student's network for classifier `model` (its new weights from torch's global seed): network
-    `encoder`, a copy of its encoder with its top `encoder_blocks` to train and a head; `attention`,
-    `attention_layers` new layers and a head over its hidden states at the explained `layer`."""
-    if variant.network == "encoder":
-        return EncoderTokenHead.from_classifier(model, variant.encoder_blocks)
-    if variant.network == "attention":
-        return AttentionTokenHead.for_classifier(model, variant.attention_layers, layer)
-    raise ValueError(f"variant {variant.name!r} (network {variant.network}) is not a text student: its network reads "
-                     "signal columns (build_variant_network)")
+    """A new text student's network for classifier `model` (its new weights from torch's global seed), reading it at
+    the explained `layer`, as its registered network builds it (`over_classifier`)."""
+    if variant.network_class.reads == SIGNALS:
+        raise ValueError(f"variant {variant.name!r} (network {variant.network}) is not a text student: its network "
+                         "reads signal columns (build_variant_network)")
+    return variant.network_class.over_classifier(variant.network_settings, model, layer)

@@ -1,18 +1,18 @@
-"""What a learned explainer is: its `Variant` (inputs, objective, stopping rule, the transfer ideas) and the
-`TrainingSettings` of the one training loop. The paper's ExpNet is a variant like any other (SPEC §6: the
-`attention` feature set, global standardisation, focal loss, early stopping on the pooled validation token
-AUROC, one seed, hidden 16, batches of tokens), declared in `crosstask.expnet`."""
+"""What a learned explainer is: its `Variant` (inputs, objective, stopping rule, the transfer ideas, and which
+registered network with that network's own settings) and the `TrainingSettings` of the one training loop. The paper's
+ExpNet is a variant like any other (SPEC §6: the `attention` feature set, global standardisation, focal loss, early
+stopping on the pooled validation token AUROC, one seed, hidden 16, batches of tokens), declared in
+`crosstask.expnet`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
 
 from ..signals import KNOWN_SETS, SHAPE_FREE_SETS
+from .registry import NETWORKS, SIGNALS, LearnedNetwork
 
 STANDARDISE = ("global", "per_task")
 OBJECTIVES = ("focal", "pairwise", "focal+pairwise", "listwise", "distill")
-NETWORKS = ("mlp", "simplex", "encoder", "attention")
-# The students that read the text itself (its token ids, or the classifier's hidden states), not signal columns.
-TEXT_NETWORKS = ("encoder", "attention")
 PSEUDO_RULES = ("cheap", "agreement")
 SIGNS = ("signed", "magnitude")
 # example_auroc: the mean per-example validation AUROC (how the explainers are judged); token_auroc: the AUROC
@@ -20,6 +20,19 @@ SIGNS = ("signed", "magnitude")
 # correlation with real-valued targets (a student of an attribution method).
 STOPPING = ("example_auroc", "token_auroc", "example_spearman")
 BATCH_UNITS = ("examples", "tokens")
+DEFAULT_NETWORK = "mlp"
+
+
+def setting_keys(network: str) -> tuple[str, ...]:
+    """The keys of registered network `network`'s own settings (none for an unknown network)."""
+    kind = NETWORKS.get(network)
+    return () if kind is None else tuple(f.name for f in fields(kind.Settings))
+
+
+def recipe_keys(network: str) -> tuple[str, ...]:
+    """The keys a recipe of a variant of network `network` may give (its name aside): the recipe's own and that
+    network's settings'."""
+    return (*(f.name for f in fields(Variant) if f.name not in ("name", "network_settings")), *setting_keys(network))
 
 
 @dataclass(frozen=True)
@@ -31,17 +44,14 @@ class Variant:
     standardise: str = "global"
     objective: str = "focal"
     balance: bool = False
-    gating: bool = False
     self_training: bool = False
     example_z: bool = False
     anchor: str | None = None  # a signal column the learned residual is added to (rank-normalised per example)
     anchor_weight: float = 1.0  # weight of the residual at prediction (0: the anchor alone)
-    # mlp: ExpNet's 2-layer network; simplex: a convex stack of rank-normalised inputs; encoder: a copy of the
-    # classifier's encoder with a token head, reading the text itself (a student: `encoder.py`); attention: new
-    # self-attention layers and a token head over the classifier's frozen hidden states (`attention_student.py`)
-    network: str = "mlp"
-    encoder_blocks: int = 4  # network encoder: its top blocks that train (the rest stay the classifier's)
-    attention_layers: int = 2  # network attention: the new self-attention layers over the hidden states
+    # A registered network (`registry.NETWORKS`): mlp, ExpNet's 2-layer network; simplex, a convex stack of
+    # rank-normalised inputs; encoder and attention, the text students (`encoder.py`, `attention_student.py`).
+    network: str = DEFAULT_NETWORK
+    network_settings: Any = None  # that network's own `Settings` (None: its defaults)
     pseudo: str = "cheap"  # self-training's pseudo-rationale rule (see pseudo.pseudo_labels)
     signs: str = "signed"  # magnitude: signed columns enter as absolute values
     learning_rate: float | None = None  # Adam's step for this variant (None: TrainingSettings.learning_rate)
@@ -49,26 +59,17 @@ class Variant:
 
     def __post_init__(self) -> None:
         where = f"learned-explainer variant {self.name!r}"
-        for field_name, allowed in (("network", NETWORKS), ("pseudo", PSEUDO_RULES), ("signs", SIGNS),
+        for field_name, allowed in (("network", tuple(NETWORKS)), ("pseudo", PSEUDO_RULES), ("signs", SIGNS),
                                     ("standardise", STANDARDISE), ("objective", OBJECTIVES), ("stopping", STOPPING)):
             if getattr(self, field_name) not in allowed:
                 raise ValueError(f"{where}: {field_name}={getattr(self, field_name)!r}, expected one of {allowed}")
-        if self.network == "simplex":
-            conflicting = [flag for flag in ("example_z", "gating", "anchor") if getattr(self, flag)]
-            if conflicting or self.standardise != "global":
-                raise ValueError(f"{where}: a simplex stack rank-normalises its inputs within the example, so it "
-                                 f"takes no {conflicting or ['standardise: ' + self.standardise]}")
-        if self.network in TEXT_NETWORKS:
-            conflicting = [flag for flag in ("example_z", "gating", "anchor", "balance", "self_training")
-                           if getattr(self, flag)]
-            if self.feature_sets or conflicting or self.objective != "distill" or self.standardise != "global":
-                raise ValueError(f"{where}: an {self.network} student reads the text itself (feature_sets: []) and "
-                                 f"is trained on a teacher's scores (objective: distill), with no "
-                                 f"{conflicting or 'input transforms'}")
-            depth = "encoder_blocks" if self.network == "encoder" else "attention_layers"
-            value = getattr(self, depth)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{where}: {depth}={value!r} must be a positive integer")
+        kind = self.network_class
+        if self.network_settings is None:
+            object.__setattr__(self, "network_settings", kind.Settings())
+        elif not isinstance(self.network_settings, kind.Settings):
+            raise ValueError(f"{where}: network_settings {self.network_settings!r} are not a {self.network} "
+                             f"network's ({kind.Settings.__name__})")
+        kind.check(self, where)
         if self.anchor is None and self.anchor_weight != 1.0:
             raise ValueError(f"{where}: anchor_weight needs an anchor column")
         if self.learning_rate is not None and not float(self.learning_rate) > 0:
@@ -76,40 +77,62 @@ class Variant:
         if not 0.0 <= float(self.anchor_weight) <= 1.0:
             raise ValueError(f"{where}: anchor_weight={self.anchor_weight!r} must be in [0, 1]")
         unknown = set(self.feature_sets) - set(KNOWN_SETS)
-        if (not self.feature_sets and self.network not in TEXT_NETWORKS) or unknown:
+        if (not self.feature_sets and not self.reads_text) or unknown:
             raise ValueError(f"{where}: feature_sets {list(self.feature_sets)} must be a non-empty subset of "
                              f"{list(KNOWN_SETS)}")
         if (self.objective == "distill") != (self.stopping == "example_spearman"):
             raise ValueError(f"{where}: objective distill (real-valued targets) goes with stopping example_spearman, "
                              "and only with it")
-        if self.gating and self.shape_free:
-            raise ValueError(f"{where}: gating weighs attention heads, and a shape-free input set has no per-head "
-                             "columns")
+
+    @property
+    def network_class(self) -> type[LearnedNetwork]:
+        """Its registered network."""
+        return NETWORKS[self.network]
+
+    @property
+    def reads_text(self) -> bool:
+        """A text student: it reads the text itself (token ids, or the classifier's hidden states), not signal
+        columns, and is trained by the text students' loop."""
+        return self.network_class.reads != SIGNALS
 
     @property
     def shape_free(self) -> bool:
         """Its input columns do not depend on the classifier's number of layers or heads: it reads
         any supported classifier."""
-        return self.network not in TEXT_NETWORKS and set(self.feature_sets) <= set(SHAPE_FREE_SETS)
+        return not self.reads_text and set(self.feature_sets) <= set(SHAPE_FREE_SETS)
 
     @property
     def reads_whole_examples(self) -> bool:
         """Its inputs are transformed within each example (so prediction needs the example of every row)."""
-        return bool(self.example_z or self.anchor or self.network == "simplex")
+        return bool(self.example_z or self.anchor or self.network_class.ranks_inputs)
+
+    def record(self) -> dict[str, Any]:
+        """JSON-ready and flat, as a recipe gives it: the recipe's keys and its network's settings side by side."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "network_settings"}
+        own = {f.name: getattr(self.network_settings, f.name) for f in fields(self.network_settings)}
+        return {**values, "feature_sets": list(self.feature_sets), **own}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Variant":
+        """A variant from its flat `record()` (name included): the keys of its network's settings go to them."""
+        values = dict(record)
+        network = values.get("network", DEFAULT_NETWORK)
+        own = {key: values.pop(key) for key in setting_keys(network) if key in values}
+        if "feature_sets" in values:
+            values["feature_sets"] = tuple(values["feature_sets"])
+        kind = NETWORKS.get(network)  # an unknown one is refused by name in __post_init__
+        return cls(**values, network_settings=None if kind is None else kind.Settings(**own))
 
     def describe(self) -> str:
+        kind, settings = self.network_class, self.network_settings
         rate = f", learning rate {self.learning_rate:g}" if self.learning_rate else ""
-        if self.network == "encoder":
-            return (f"a copy of the classifier's encoder, its top {self.encoder_blocks} blocks and a token head "
-                    f"trained, distill{rate}, stops on the example spearman")
-        if self.network == "attention":
-            return (f"the classifier's frozen hidden states, {self.attention_layers} new attention layers and a token "
-                    f"head trained, distill{rate}, stops on the example spearman")
-        inputs = "within-example ranks" if self.network == "simplex" else f"{self.standardise} z"
-        parts = ["+".join(self.feature_sets), inputs, self.objective]
-        if self.network == "simplex":
-            parts.append("convex stack")
-        parts += [flag for flag in ("example_z", "balance", "gating", "self_training") if getattr(self, flag)]
+        own = kind.describe(settings)
+        if self.reads_text:
+            return f"{own}, {self.objective}{rate}, stops on the {self.stopping.replace('_', ' ')}"
+        inputs = "within-example ranks" if kind.ranks_inputs else f"{self.standardise} z"
+        parts = ["+".join(self.feature_sets), inputs, self.objective, *([own] if own else [])]
+        parts += [flag for flag in ("example_z", "balance") if getattr(self, flag)]
+        parts += [*kind.switches(settings), *(["self_training"] if self.self_training else [])]
         if self.self_training and self.pseudo != "cheap":
             parts.append(f"{self.pseudo} pseudo-rationales")
         if self.signs == "magnitude":

@@ -1,16 +1,18 @@
-"""The one training loop of the learned explainers, the trained explainer (`LearnedModel`) and its scoring.
+"""The training loops of the learned explainers and the scoring of a trained one (`LearnedModel`, `model.py`). A
+variant's registered network says which loop trains it (`registry.py`: what it reads).
 
-`fit_variant` trains any `Variant` (the paper's ExpNet and every ExpNet+ variant): its `InputPipeline` is fitted
-on the training data, every row enters the network through that pipeline's `transform` (each task's rows with that
-task's statistics), `settings.seeds` networks train side by side on the same batches (batches of whole examples
-or of single tokens, `settings.batch_unit`), each keeps its own best epoch by the variant's stopping rule (the
-mean per-example validation AUROC, or the paper's pooled token AUROC: `metrics.plausibility.example_aurocs` in
-both cases), and the threshold of the own rule is calibrated on the validation examples. `fit_text_variant` trains
-a text student (network `encoder` or `attention`), which reads the text rather than signal columns."""
+`fit_variant` trains any variant whose network reads signal columns (the paper's ExpNet and every ExpNet+ variant):
+its `InputPipeline` is fitted on the training data, every row enters the network through that pipeline's `transform`
+(each task's rows with that task's statistics), `settings.seeds` networks train side by side on the same batches
+(batches of whole examples or of single tokens, `settings.batch_unit`), each keeps its own best epoch by the
+variant's stopping rule (the mean per-example validation AUROC, or the paper's pooled token AUROC:
+`metrics.plausibility.example_aurocs` in both cases), and the threshold of the own rule is calibrated on the
+validation examples. `fit_text_variant` trains a text student (a network that reads the text rather than signal
+columns: `encoder`, `attention`)."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -23,18 +25,18 @@ from learned_attribution.core.metrics.plausibility import (example_aurocs, mean_
                                                        threshold_mask)
 
 from ..runner import model_device
-from .attention_student import AttentionTokenHead
-from .encoder import EncoderTokenHead, explained_class, student_text_scores, train_text_student
+from .encoder import student_text_scores, train_text_student
 from .inputs import InputPipeline
 from .losses import objective
-from .networks import SimplexStack, build_text_network, build_variant_network
+from .model import LearnedModel
+from .networks import build_text_network, build_variant_network
 from .pseudo import pseudo_labels
 from .recipe import TrainingSettings, Variant
+from .registry import HIDDEN_STATES
 
 logger = logging.getLogger(__name__)
 
 PSEUDO_TASK = "pseudo"
-TEXT_STUDENTS = (EncoderTokenHead, AttentionTokenHead)  # the networks that read the text, not signal columns
 
 
 @dataclass
@@ -87,95 +89,6 @@ def group_examples(inputs: np.ndarray, labels: np.ndarray, example_ids: np.ndarr
     return Examples(torch.as_tensor(inputs), torch.as_tensor(np.asarray(labels, np.float32)), boundaries, lengths,
                     np.asarray(tasks)[boundaries], np.ones(len(boundaries)),
                     None if offsets is None else torch.as_tensor(offsets))
-
-
-@dataclass
-class LearnedModel:
-    """A trained variant, ready for one target classifier: `predict` takes raw signal columns. `net` holds one
-    network per seed; the explainer's score is their ensemble (mean logit)."""
-
-    variant: Variant
-    inputs: InputPipeline
-    net: nn.Module  # GatedExpNet or SimplexStack, inputs [..., F] -> logits [members, ...]
-    history: list[dict] = field(default_factory=list)
-    best_epoch: int = 0  # the last best epoch among the members
-    member_best_epochs: list[int] = field(default_factory=list)
-    # Each seed's validation score at its best epoch: its stopping rule's AUROC, or Spearman for a student.
-    member_val_scores: list[float] = field(default_factory=list)
-    calibrated_threshold: float = 0.5
-    n_pseudo_examples: int = 0
-    threshold: float = 0.5
-    context: dict = field(default_factory=dict)  # fold, tasks, encoder, classifier shape (core/models/artifacts.py)
-
-    @property
-    def columns(self) -> list[str]:
-        return self.inputs.columns
-
-    @property
-    def n_members(self) -> int:
-        return self.net.members
-
-    @property
-    def shape_free(self) -> bool:
-        return self.variant.shape_free
-
-    @property
-    def reads_token_ids(self) -> bool:
-        """A text student (encoder or attention): it reads the text's token ids through its classifier
-        (`classify_and_score`), not signal columns (`predict`)."""
-        return isinstance(self.net, TEXT_STUDENTS)
-
-    def classify_and_score(self, classifier: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                           target: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """A text student on a batch of texts: the classifier's logits [B, C] and the student's token probabilities
-        [B, T] for the class each text explains (`target` [B]; None: the predicted class), on the device of
-        `input_ids`. `net.model_calls` classifier-sized passes per text."""
-        self.net.to(input_ids.device)
-        with torch.inference_mode():
-            logits, scores = self.net.classify_and_score(classifier, input_ids, attention_mask)
-            target = logits.argmax(-1) if target is None else target
-            return logits, torch.sigmoid(explained_class(scores, target).float())
-
-    def predict(self, features: np.ndarray, example_ids: np.ndarray | None = None,
-                member: int | None = None) -> np.ndarray:
-        """Token probabilities for raw signals [N, len(columns)] of the target classifier: the seeds' ensemble,
-        or one seed's network (`member`). `example_ids` (one per row) are needed by the variants that read whole
-        examples (example_z, anchor, simplex)."""
-        if self.reads_token_ids:
-            raise TypeError(f"{self.variant.name} is an {self.variant.network} student: it reads token ids "
-                            "(classify_and_score), not signal columns")
-        inputs, offsets = self.inputs.transform(features, example_ids)
-        return self.network_probabilities(torch.as_tensor(inputs), 0.0 if offsets is None else torch.as_tensor(offsets),
-                                          member)
-
-    def network_probabilities(self, inputs: torch.Tensor, offsets: torch.Tensor | float,
-                              member: int | None = None) -> np.ndarray:
-        """Token probabilities from the network's own inputs (already transformed) and the anchor offsets (0
-        without an anchor): sigmoid(offset + anchor_weight x the ensemble's, or one seed's, logit)."""
-        with torch.inference_mode():
-            if not self.variant.anchor_weight:
-                residual = torch.zeros(len(inputs))
-            else:
-                logits = self.net(inputs)
-                residual = logits.mean(0) if member is None else logits[member]
-            return torch.sigmoid(offsets + self.variant.anchor_weight * residual).numpy()
-
-    @property
-    def own_threshold(self) -> float | None:
-        """The threshold of its own rationale rule (calibrated on validation rationales), None for a student of
-        real-valued attributions, whose scores rank tokens without a rationale scale: top-k instead."""
-        return None if self.variant.objective == "distill" else self.calibrated_threshold
-
-    def gates(self) -> dict[str, float]:
-        """Head gates (mean over the seeds), empty without gating."""
-        gates = self.net.gates()
-        return {} if gates is None else {f"gate_h{h}": float(g) for h, g in enumerate(gates.detach().mean(0))}
-
-    def stack_weights(self) -> dict[str, float]:
-        """A simplex stack's convex weight of every input column (mean over the seeds), empty otherwise."""
-        if not isinstance(self.net, SimplexStack):
-            return {}
-        return dict(zip(self.columns, self.net.weights().detach().mean(0).tolist()))
 
 
 def calibrate_threshold(probabilities: list[np.ndarray], gold: list[np.ndarray],
@@ -356,9 +269,9 @@ def score_texts(model: LearnedModel, examples: pd.DataFrame, tokenizer, batch_si
                 classifier: nn.Module | None = None) -> pd.DataFrame:
     """A text student's token scores (example_id, scores over the scored tokens) of texts (example_id, input_ids,
     predicted); an attention student reads `classifier`'s hidden states (the one it was trained for)."""
-    if classifier is None and isinstance(model.net, AttentionTokenHead):
-        raise ValueError(f"{model.variant.name} is an attention student: it reads its classifier's hidden states, "
-                         "pass classifier=")
+    if classifier is None and model.variant.network_class.reads == HIDDEN_STATES:
+        raise ValueError(f"{model.variant.name} is an {model.variant.network} student: it reads its classifier's "
+                         "hidden states, pass classifier=")
     inputs = model.net.text_inputs(classifier, tokenizer, examples, batch_size, model_device(model.net))
     return student_text_scores(model.net, inputs, examples, batch_size)
 
