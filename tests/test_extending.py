@@ -22,8 +22,6 @@ from learned_attribution.core.models.model_pass import HIDDEN_STATES
 from learned_attribution.core.tasks import TASKS
 from learned_attribution.services.config import block, positive_int
 
-from conftest import make_tiny_classifier
-
 
 @pytest.fixture
 def toy_explainer():
@@ -42,8 +40,8 @@ def toy_explainer():
     del METHODS["toy_last_norm"]
 
 
-def test_a_registered_explainer_runs_beside_the_others_in_one_shared_pass(toy_explainer):
-    model, tokenizer = make_tiny_classifier("bert")
+def test_a_registered_explainer_runs_beside_the_others_in_one_shared_pass(toy_explainer, tiny_classifier):
+    model, tokenizer = tiny_classifier("bert")
     ids = [tokenizer(text)["input_ids"] for text in ("the film was good", "bad")]
     batch = tokenizer_batch(ids, None, tokenizer)
     out = explain_together(model, batch, {"toy": build_method("toy_last_norm"), "saliency": build_method("saliency")})

@@ -245,8 +245,8 @@ EXTERNAL = RunKind(
 
 AFN = RunKind(
     name="afn", matches=lambda namespace: namespace == "afn",
-    experiment=lambda params: params.afn.mlflow_experiment,
-    artifact_location=lambda params: params.afn.artifact_location,
+    experiment=lambda params: params.afn_tracking[0],
+    artifact_location=lambda params: params.afn_tracking[1],
     run_name=lambda namespace, params: "afn", tags=lambda namespace, params: {},
     params=lambda namespace, params: params.afn_parameters(),
     outputs={"headline": lambda run, data, logged: run.metrics({k: v for k, v in data.items() if k != "encoder"}),

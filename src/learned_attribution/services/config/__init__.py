@@ -15,14 +15,15 @@ from .blocks import block, dataclass_from, positive_int
 from .compute import ComputeSettings, DASK_KEYS, TrackingSettings, compute_settings, dask_settings, tracking_settings
 from .classifiers import (CLASSIFIER_CAPS, ClassifierSettings, FeatureSettings, classifier_settings, encoder_name,
                           feature_settings)
-from .crosstask import (ExpnetPlusCandidates, ExpnetPlusRecipe, ExpnetRecipe, FOLD_KEYS, SCORING_KEYS, ScoringSettings,
-                        catalogue_variant, check_crosstask, expnet_plus_candidates, expnet_plus_recipe, expnet_recipe, folds_expnet_plus,
-                        scoring_settings, training_settings, variant)
+from .crosstask import (ExpnetPlusCandidates, ExpnetPlusRecipe, ExpnetRecipe, FOLD_KEYS, SCORING_KEYS,
+                        ScoringSettings, catalogue_variant, check_crosstask, expnet_plus_candidates,
+                        expnet_plus_recipe, expnet_recipe, folds_expnet_plus, scoring_settings, training_settings,
+                        variant)
 from .fewshot import FEWSHOT_KEYS, FIT_KEYS, FewShotCurveSettings, fewshot_settings
 from .external import EXTERNAL_KEYS, ExternalSettings, REQUIRED, external_settings
 from .afn import (AFN_KEYS, AfnSettings, CORPUS_KEYS, CorpusSettings, MLFLOW_KEYS, PAIR_KEYS, PairSettings,
-                  PlotSettings, SPLITS, afn_settings, check_user_file, check_word_range, corpus_settings,
-                  pair_settings, refuse_own_tracking_uri)
+                  PlotSettings, SPLITS, afn_settings, afn_tracking, check_user_file, check_word_range,
+                  corpus_settings, pair_settings, refuse_own_tracking_uri)
 from .amortize import (DEFAULT_TRAINING, DEFAULT_VARIANTS, DISTILL, SETTING_KEYS, AmortizeSettings,
                        amortize_experiment, amortize_settings, student_variants)
 from .runs import RunParameters
@@ -32,9 +33,10 @@ __all__ = ["AFN_KEYS", "AfnSettings", "AmortizeSettings", "CLASSIFIER_CAPS", "CO
            "EXTERNAL_KEYS", "ExpnetPlusCandidates", "ExpnetPlusRecipe", "ExpnetRecipe", "ExternalSettings",
            "FEWSHOT_KEYS", "FIT_KEYS", "FOLD_KEYS", "FeatureSettings", "FewShotCurveSettings", "MLFLOW_KEYS",
            "PAIR_KEYS", "PairSettings", "PlotSettings", "REQUIRED", "RunParameters", "SCORING_KEYS", "SETTING_KEYS",
-           "SPLITS", "ScoringSettings", "TrackingSettings", "afn_settings", "amortize_experiment", "amortize_settings", "block",
-           "catalogue_variant", "check_crosstask", "check_user_file", "check_word_range", "classifier_settings",
-           "compute_settings", "corpus_settings", "dask_settings", "dataclass_from", "encoder_name", "expnet_plus_candidates",
-           "expnet_plus_recipe", "expnet_recipe", "external_settings", "feature_settings", "fewshot_settings", "folds_expnet_plus",
-           "pair_settings", "positive_int", "refuse_own_tracking_uri", "scoring_settings", "student_variants",
-           "tracking_settings", "training_settings", "variant"]
+           "SPLITS", "ScoringSettings", "TrackingSettings", "afn_settings", "afn_tracking", "amortize_experiment",
+           "amortize_settings", "block", "catalogue_variant", "check_crosstask", "check_user_file",
+           "check_word_range", "classifier_settings", "compute_settings", "corpus_settings", "dask_settings",
+           "dataclass_from", "encoder_name", "expnet_plus_candidates", "expnet_plus_recipe", "expnet_recipe",
+           "external_settings", "feature_settings", "fewshot_settings", "folds_expnet_plus", "pair_settings",
+           "positive_int", "refuse_own_tracking_uri", "scoring_settings", "student_variants", "tracking_settings",
+           "training_settings", "variant"]

@@ -25,7 +25,7 @@ AFN_KEYS = ("layer", "percentile", "batch_size", "num_threads", "corpus", "pairs
 CORPUS_KEYS = ("n_phrases", "min_words", "max_words", "splits", "user_sentences_file")
 PAIR_KEYS = ("n_context_pairs", "min_words", "max_words", "splits", "example_pairs", "user_pairs_file",
              "prompt_prefixes", "n_prompt_sentences")
-MLFLOW_KEYS = ("experiment", "artifact_location")  # where the MLflow hook logs the run
+MLFLOW_KEYS = ("experiment", "artifact_location")  # where the MLflow hook logs the run (`afn_tracking`)
 
 
 @dataclass(frozen=True)
@@ -75,8 +75,6 @@ class AfnSettings:
     encoder: str  # encoder.name_or_path
     max_length: int
     seed: int
-    mlflow_experiment: str = "afn"  # the run's experiment in the one store (`mlflow.tracking_uri`)
-    artifact_location: str | None = None  # None: the store's default
 
 
 def check_word_range(min_words: int, max_words: int, parameter: str) -> None:
@@ -163,7 +161,7 @@ def afn_settings(params: Mapping[str, Any]) -> AfnSettings:
     afn = params.get("afn")
     refuse_own_tracking_uri((afn or {}).get("mlflow") if isinstance(afn, Mapping) else None)
     values = block(afn, "afn", AFN_KEYS)
-    mlflow = block(values["mlflow"], "afn.mlflow", MLFLOW_KEYS)
+    block(values["mlflow"], "afn.mlflow", MLFLOW_KEYS)
     plots = block(values["plots"], "afn.plots", ("n_heatmap_pairs",))
     layer = values["layer"]
     if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int) or layer < 1):
@@ -179,8 +177,7 @@ def afn_settings(params: Mapping[str, Any]) -> AfnSettings:
         corpus=corpus_settings(values["corpus"]), pairs=pair_settings(values["pairs"]),
         plots=PlotSettings(positive_int(plots["n_heatmap_pairs"], "afn.plots.n_heatmap_pairs", minimum=0)),
         encoder=encoder_name(params.get("encoder")),
-        max_length=positive_int(params.get("max_length"), "max_length"), seed=seed,
-        mlflow_experiment=str(mlflow["experiment"] or "afn"), artifact_location=mlflow["artifact_location"])
+        max_length=positive_int(params.get("max_length"), "max_length"), seed=seed)
 
 
 def check_user_file(raw: RawText | None, configured: str | None, parameter: str, entry: str) -> None:
@@ -190,3 +187,12 @@ def check_user_file(raw: RawText | None, configured: str | None, parameter: str,
         opened = "no file" if raw is None else repr(raw.path)
         raise ValueError(f"parameter {parameter}={configured!r} is not the file the catalog entry {entry} opened "
                          f"({opened}): give the path with `kedro run --params {parameter}=PATH`")
+
+
+def afn_tracking(afn: Mapping[str, Any] | None) -> tuple[str, str | None]:
+    """`afn.mlflow`: the AFN run's experiment (default: afn) and artifact location (None: the store's default), as
+    the MLflow hook reads them when it opens the run, before the pipeline's first node parses the whole block (which
+    refuses a leftover `afn.mlflow.tracking_uri`: the run it opened is then closed as failed)."""
+    afn = afn if isinstance(afn, Mapping) else {}
+    mlflow = block(afn.get("mlflow") or {}, "afn.mlflow", (), (*MLFLOW_KEYS, "tracking_uri"))
+    return str(mlflow.get("experiment") or "afn"), mlflow.get("artifact_location")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .afn import AfnSettings, afn_settings
+from .afn import afn_tracking
 from .amortize import AmortizeSettings, amortize_experiment, amortize_settings
 from .classifiers import encoder_name
 from .compute import TrackingSettings, tracking_settings
@@ -74,8 +74,9 @@ class RunParameters:
                 "explained_layer": self.params.get("explained_layer")}
 
     @property
-    def afn(self) -> AfnSettings:
-        return afn_settings(self.params)
+    def afn_tracking(self) -> tuple[str, str | None]:
+        """The AFN run's experiment and artifact location (`afn.mlflow`)."""
+        return afn_tracking(self.params.get("afn"))
 
     def afn_parameters(self) -> dict[str, Any]:
         """What the AFN analysis computes from: the shared encoder, max_length and seed, and its block without the

@@ -20,7 +20,8 @@ import torch
 
 from learned_attribution.core.models.learned import (LearnedModel, TrainingSettings, Variant, transformed_rows,
                                                     validation_auroc)
-from learned_attribution.core.models.learned.fewshot import FOLD_PRIOR, ChosenRefit, FewShotChoice, FewShotSettings, fine_tune
+from learned_attribution.core.models.learned.fewshot import (FOLD_PRIOR, ChosenRefit, FewShotChoice, FewShotSettings,
+                                                             fine_tune)
 
 from ..config import FewShotCurveSettings
 from ..fold_training import (candidate_columns, check_training_tasks, cross_task_inputs, fit_cross_task,
