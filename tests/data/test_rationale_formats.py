@@ -31,6 +31,7 @@ WHITESPACE_RATIONALE = [[0, 0, 0, 1, 1, 1], [0, 1, 1], [0, 0, 0, 1, 1, 0]]
 SUGGESTED = pd.DataFrame({"rank": [1, 2], "id": ["7", "12"], "text": ["A great film.", "It is very bad, isn't it?"],
                           "predicted": [1, 0], "label": ["positive", "negative"], "probability": [0.9, 0.8],
                           "uncertainty": [0.1, 0.2]})
+SUGGESTED.attrs["class_names"] = ["negative", "positive"]  # as suggest's frame carries them
 
 
 @pytest.fixture
@@ -59,6 +60,11 @@ def test_each_format_reads_back_what_its_writer_writes(tmp_path, name):
     assert frame["words"].tolist() == [text.split() for text in TEXTS]
     if name in ("words", "spans"):
         assert frame["example_id"].tolist() == ["fun", "film", "bad"]
+    # with the classifier's class names, the class is written by name and read back by it
+    path.write_text(file_format.write(RECORDS, class_names=["negative", "positive"]), encoding="utf-8")
+    named = read_rationale_file(path, class_names=["negative", "positive"])
+    pd.testing.assert_frame_equal(named, frame)
+    assert "positive" in path.read_text(encoding="utf-8")
 
 
 def test_the_old_spellings_name_the_same_format(tmp_path):
@@ -66,9 +72,15 @@ def test_the_old_spellings_name_the_same_format(tmp_path):
         assert build_format(spelling).name == "label-studio"
         check_format(spelling, tmp_path / "a.json")
         assert annotation_file(SUGGESTED, spelling) == annotation_file(SUGGESTED, "label-studio")
+    # the predicted class is the pre-selected choice of the class control, among the classes the task lists
+    classes = [{"value": "negative"}, {"value": "positive"}]
     assert json.loads(annotation_file(SUGGESTED, "label studio")) == [
-        {"data": {"text": "A great film.", "label": 1, "source_id": "7"}},
-        {"data": {"text": "It is very bad, isn't it?", "label": 0, "source_id": "12"}}]
+        {"data": {"text": "A great film.", "source_id": "7", "classes": classes},
+         "predictions": [{"result": [{"from_name": "class", "to_name": "text", "type": "choices",
+                                      "value": {"choices": ["positive"]}}]}]},
+        {"data": {"text": "It is very bad, isn't it?", "source_id": "12", "classes": classes},
+         "predictions": [{"result": [{"from_name": "class", "to_name": "text", "type": "choices",
+                                      "value": {"choices": ["negative"]}}]}]}]
     with pytest.raises(InputError, match=r"unknown rationale format 'brat'; registered: label-studio, doccano, spans, "
                                          r"words$"):
         build_format("brat")
@@ -112,7 +124,7 @@ class Marked(RationaleFormat):
     def claims(self, file) -> bool:
         return file.is_file_with(self.suffix)
 
-    def read(self, file, n_classes=2, *, rationale_labels=None, class_field=None, tokenizer=None):
+    def read(self, file, n_classes=2, *, rationale_labels=None, class_field=None, tokenizer=None, class_names=None):
         records = []
         for number, line in enumerate(file.text.splitlines(), start=1):
             example_id, label, marked = line.split("\t")
@@ -127,7 +139,7 @@ class Marked(RationaleFormat):
             records.append(SpanRecord(example_id, text, int(label), tuple(spans), f"line {number}"))
         return span_examples(records, file.source, None, tokenizer)
 
-    def write(self, records) -> str:
+    def write(self, records, class_names=None) -> str:
         lines = []
         for record in records:
             text = record.text

@@ -165,7 +165,7 @@ def test_bad_doccano_records_are_named(tmp_path):
              ({**good, "label": [[3, 2, "Rationale"]]}, "line 2: span [3, 2] labelled Rationale is empty or reversed"),
              ({key: value for key, value in good.items() if key != "class"},
               "line 2: missing the class field 'class' (fields: ['id', 'label', 'text']); name the field holding "
-              "the integer class with class_field"),
+              "the class (a name or an index) with class_field"),
              ({**good, "label": [[2, 7]]}, "line 2: 'label' entries must be [start, end, tag]"),
              ({"id": 2, "text": "A great film.", "class": 1}, "line 2: no spans: a doccano record needs 'label'")]
     for bad, expected in cases:

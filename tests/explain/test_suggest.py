@@ -117,33 +117,51 @@ def test_the_pick_is_the_cluster_rule_on_the_classifiers_representation(tiny_mod
         suggest(classifier, TEXTS, ids, 13, source="my texts")
 
 
-def annotate(path, file_format: str):
-    """What an annotator does with the file, here scripted: mark the first word of each text, then export."""
+CLASSES = ["negative", "positive"]  # the tiny classifier's id2label
+
+
+def annotate(path, file_format: str, flip: bool = False):
+    """What an annotator does with the file, here scripted: mark the first word of each text and, with `flip`,
+    change the pre-selected class to the other one, then export as the tool would."""
+    def other(name: str) -> str:
+        return CLASSES[1 - CLASSES.index(name)]
+
     if file_format == "label-studio":
         tasks = json.loads(path.read_text())
-        export = [{"id": 100 + i, "data": task["data"], "annotations": [{"id": i, "was_cancelled": False, "result": [
-            {"from_name": "rationale", "to_name": "text", "type": "labels",
-             "value": {"start": 0, "end": task["data"]["text"].index(" "), "labels": ["Rationale"]}}]}]}
-                  for i, task in enumerate(tasks)]
+        export = []
+        for i, task in enumerate(tasks):
+            result = [{"from_name": "rationale", "to_name": "text", "type": "labels",
+                       "value": {"start": 0, "end": task["data"]["text"].index(" "), "labels": ["Rationale"]}}]
+            if flip:  # the annotator's choice in the annotation; the prediction stays as imported
+                predicted = task["predictions"][0]["result"][0]["value"]["choices"][0]
+                result.append({"from_name": "class", "to_name": "text", "type": "choices",
+                               "value": {"choices": [other(predicted)]}})
+            export.append({"id": 100 + i, "data": task["data"], "predictions": task["predictions"],
+                           "annotations": [{"id": i, "was_cancelled": False, "result": result}]})
         exported = path.with_name("export.json")
         exported.write_text(json.dumps(export))
         return exported
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    for record in records:
+    for number, record in enumerate(records, start=1):
         span = [0, record["text"].index(" ")]
-        if file_format == "doccano":
-            record["label"].append([*span, "Rationale"])
+        if file_format == "doccano":  # doccano's export gives each text its id
+            record["id"] = number
+            record["entities"].append([*span, "Rationale"])
+            if flip:
+                record["cats"] = [other(record["cats"][0])]
         else:
             record["spans"].append(span)
+            if flip:
+                record["label"] = other(record["label"])
     exported = path.with_name(f"export_{file_format}.jsonl")
     exported.write_text("".join(json.dumps(record) + "\n" for record in records))
     return exported
 
 
 @pytest.mark.parametrize("file_format, name, fields", [
-    ("label-studio", "to_annotate.json", {"data"}),
-    ("doccano", "to_annotate.jsonl", {"text", "label", "class", "source_id"}),
-    ("spans", "to_annotate.jsonl", {"id", "text", "spans", "label"})])
+    ("label-studio", "to_annotate.json", {"data", "predictions"}),
+    ("doccano", "to_annotate.jsonl", {"text", "entities", "cats", "classes", "source_id"}),
+    ("spans", "to_annotate.jsonl", {"id", "text", "spans", "label", "classes"})])
 def test_the_cli_writes_each_format_and_an_annotated_file_reads_back(tiny_models_dir, tmp_path, capsys, file_format,
                                                                      name, fields):
     texts = tmp_path / "texts.txt"
@@ -154,23 +172,43 @@ def test_the_cli_writes_each_format_and_an_annotated_file_reads_back(tiny_models
     assert f"wrote {output} ({file_format}: 5 of 12 texts" in capsys.readouterr().err
     classifier = task_classifier("sst2", tiny_models_dir)
     expected = suggest(classifier, TEXTS, [str(i + 1) for i in range(len(TEXTS))], 5, max_length=32)
+    assert expected.attrs["class_names"] == CLASSES
+    # the predicted class, by name, is only the default of the class the annotator chooses among the listed ones
     if file_format == "label-studio":
-        records = json.loads(output.read_text())
-        assert all(set(r) == {"data"} and set(r["data"]) == {"text", "label", "source_id"} for r in records)
-        records = [r["data"] for r in records]
+        tasks = json.loads(output.read_text())
+        assert all(set(t) == fields and set(t["data"]) == {"text", "source_id", "classes"} for t in tasks)
+        assert all(t["data"]["classes"] == [{"value": "negative"}, {"value": "positive"}] for t in tasks)
+        choices = [t["predictions"][0]["result"] for t in tasks]
+        assert all(len(c) == 1 and (c[0]["from_name"], c[0]["to_name"], c[0]["type"]) == ("class", "text", "choices")
+                   for c in choices)
+        classes = [c[0]["value"]["choices"][0] for c in choices]
+        records = [t["data"] for t in tasks]
     else:
         records = [json.loads(line) for line in output.read_text().splitlines()]
-        assert all(set(r) == fields for r in records)
-        assert all(r["label" if file_format == "doccano" else "spans"] == [] for r in records)
-    classes = [r["class" if file_format == "doccano" else "label"] for r in records]
-    assert [r["text"] for r in records] == list(expected["text"]) and classes == list(expected["predicted"])
+        assert all(set(r) == fields and r["classes"] == CLASSES for r in records)
+        assert all(r["entities" if file_format == "doccano" else "spans"] == [] for r in records)
+        classes = [r["cats"][0] if file_format == "doccano" else r["label"] for r in records]
+        if file_format == "doccano":
+            assert all(len(r["cats"]) == 1 for r in records)
+    assert [r["text"] for r in records] == list(expected["text"]) and classes == list(expected["label"])
+    assert classes == [CLASSES[p] for p in expected["predicted"]]
     assert [r.get("source_id", r.get("id")) for r in records] == list(expected["id"])  # the .txt line numbers
     if file_format == "spans":  # as written, nothing is marked: the reader refuses it on purpose
         with pytest.raises(InputError, match="none of the 5 examples marks a rationale word"):
-            read_rationale_file(output, tokenizer=classifier.tokenizer)
-    examples = read_rationale_file(annotate(output, file_format), tokenizer=classifier.tokenizer)
-    assert list(examples["text"]) == list(expected["text"]) and list(examples["label"]) == classes
+            read_rationale_file(output, tokenizer=classifier.tokenizer, class_names=CLASSES)
+    # left as pre-selected, the class read is the predicted one
+    examples = read_rationale_file(annotate(output, file_format), tokenizer=classifier.tokenizer,
+                                   class_names=CLASSES)
+    assert list(examples["text"]) == list(expected["text"]) and list(examples["label"]) == list(expected["predicted"])
     assert all(rationale[0] == 1 and sum(rationale) == 1 for rationale in examples["word_rationale"])
+    # changed by the annotator, the class read is the annotator's, not the predicted one
+    examples = read_rationale_file(annotate(output, file_format, flip=True), tokenizer=classifier.tokenizer,
+                                   class_names=CLASSES)
+    assert list(examples["label"]) == [1 - p for p in expected["predicted"]]
+    # a class given by name needs the classifier's names: read without them, it is refused in one line
+    with pytest.raises(InputError, match=r"must be an integer class in 0\.\.1, got '(negative|positive)' \(a class "
+                                         r"by name needs the classifier's class names\)$"):
+        read_rationale_file(annotate(output, file_format), tokenizer=classifier.tokenizer)
 
 
 def test_an_annotated_suggestion_refits_the_fold(tiny_models_dir, tmp_path, capsys):

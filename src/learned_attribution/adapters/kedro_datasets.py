@@ -21,6 +21,7 @@ from learned_attribution.core.data.schema import RawText
 from learned_attribution.core.data.texts import read_inputs
 from learned_attribution.core.models import artifacts
 from learned_attribution.core.models.loading import TrainedClassifier, load_classifier, load_tokenizer
+from learned_attribution.core.tasks import class_names as task_class_names
 from learned_attribution.services import bundle as bundles
 
 
@@ -132,16 +133,25 @@ class RationaleFileDataset(InputFileDataset):
     .csv / .parquet / .json file, or character spans: span JSONL, a doccano JSONL export, a Label Studio JSON export)
     as examples of the project's schema, each fault naming the file and line, task or row.
 
+    A class is a name or an index of the explained classifier's classes: `class_names` (in index order), or the
+    names of the task `classifier_task` (`core.tasks.class_names`, e.g.
+    `${runtime_params:evaluate_external.classifier_task,sst2}`); with neither, an integer in 0..n_classes-1.
+
     For span files: `rationale_labels` (the doccano / Label Studio tags counted as rationale), `class_field` (the
-    field holding the integer class) and `tokenizer` (a tokenizer or classifier folder, or an encoder name such as
+    field holding the class) and `tokenizer` (a tokenizer or classifier folder, or an encoder name such as
     `packaged:all-MiniLM-L6-v2`, loaded offline: the text is split into its pre-tokenizer's words; without one, at
     whitespace). Word-level files ignore them."""
 
-    def __init__(self, filepath: str, parameter: str | None = None, n_classes: int = 2,
+    def __init__(self, filepath: str, parameter: str | None = None, n_classes: int | None = None,
                  rationale_labels: list[str] | None = None, class_field: str | None = None,
-                 tokenizer: str | None = None, metadata: dict[str, Any] | None = None):
+                 tokenizer: str | None = None, class_names: list[str] | None = None,
+                 classifier_task: str | None = None, metadata: dict[str, Any] | None = None):
         super().__init__(filepath, parameter, metadata)
+        if class_names is None and classifier_task is not None:
+            class_names = list(task_class_names(str(classifier_task), 2 if n_classes is None else int(n_classes)))
         self._n_classes = n_classes
+        self._class_names = class_names
+        self._classifier_task = classifier_task
         self._rationale_labels = [rationale_labels] if isinstance(rationale_labels, str) else rationale_labels
         self._class_field = class_field
         self._tokenizer = tokenizer
@@ -152,11 +162,12 @@ class RationaleFileDataset(InputFileDataset):
     def read(self) -> pd.DataFrame:
         tokenizer = load_file_tokenizer(self._tokenizer) if self._tokenizer else None
         return read_rationale_file(self._filepath, self._n_classes, rationale_labels=self._rationale_labels,
-                                   class_field=self._class_field, tokenizer=tokenizer)
+                                   class_field=self._class_field, tokenizer=tokenizer, class_names=self._class_names)
 
     def _describe(self) -> dict[str, Any]:
         return {**super()._describe(), "n_classes": self._n_classes, "rationale_labels": self._rationale_labels,
-                "class_field": self._class_field, "tokenizer": self._tokenizer}
+                "class_field": self._class_field, "tokenizer": self._tokenizer, "class_names": self._class_names,
+                "classifier_task": self._classifier_task}
 
 
 def load_file_tokenizer(name_or_path: str):

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from learned_attribution.core.data.classes import class_names_of
 from learned_attribution.core.data.rationales import no_rationale_words, read_rationale_file
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.models import artifacts
@@ -39,7 +40,8 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
     as `FoldExplainer.from_fold`); the fold's folder with the refit ExpNet+ is written to `output` and returned as a
     `FoldExplainer`. The classifier explains the class it predicts, as every method here does. A span file's text is
     split into the classifier tokenizer's words; `rationale_labels` (the doccano / Label Studio tags counted as
-    rationale) and `class_field` (the field holding the integer class) are passed to `read_rationale_file`.
+    rationale) and `class_field` (the field holding the class) are passed to `read_rationale_file`, with the
+    classifier's class names (`id2label`): a file's class is a name or an index of them.
 
     The refit is the one the fewshot pipeline measured (docs/fewshot.md): for your n examples, the fold folder's
     few-shot choice (`fewshot/`, written by `kedro run --pipeline fewshot`) at the largest k with k <= n (with fewer
@@ -58,7 +60,9 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
     if EXPNET_PLUS in prior.incompatible:
         raise artifacts.IncompatibleClassifierError(prior.incompatible[EXPNET_PLUS])
     model, tokenizer = prior.classifier.model, prior.classifier.tokenizer
-    examples = read_rationale_file(rationales, n_classes=int(model.config.num_labels),
+    n_classes = int(model.config.num_labels)
+    examples = read_rationale_file(rationales, n_classes=n_classes,
+                                   class_names=class_names_of(getattr(model.config, "id2label", None), n_classes),
                                    rationale_labels=rationale_labels, class_field=class_field, tokenizer=tokenizer)
     leaked = sorted(set(examples["example_id"].astype(str)) & {str(i) for i in checked or ()})
     if leaked:

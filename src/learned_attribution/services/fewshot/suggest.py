@@ -6,6 +6,10 @@ docs/fewshot.md, "Which examples to annotate"), and the rule the few-shot curve'
     picked = suggest(explainer.classifier, texts, ids, k=32)          # a frame, in the order picked
     write_annotation_file(picked, "to_annotate.json", "label-studio")  # by the format's writer (core.data.rationales)
 
+The predicted class is what the annotator starts from, not what the file's class is: each format's writer writes it
+by name as the default of a class choice the annotator can change (the frame carries the classifier's class names in
+`attrs["class_names"]`), and the reader takes the annotator's choice.
+
 The rule (one, the one that measured best): typical per cluster (TypiClust, Hacohen et al., ICML 2022). Each
 text is represented by the classifier's last-layer [CLS] hidden state (L2-normalised); k-means (seeded) splits them
 into k clusters, and from each, largest cluster first, the rule picks its most typical text, the one nearest its 20
@@ -25,6 +29,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from learned_attribution.core.data.classes import class_names_of
+from learned_attribution.core.data.rationales.annotation import CLASS_NAMES
 from learned_attribution.core.data.words import tokenizer_words
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.models.loading import TrainedClassifier
@@ -87,9 +93,10 @@ def suggest(classifier: TrainedClassifier, texts: Sequence[str | Sequence[str]],
             max_length: int = 128, batch_size: int = 16, seed: int = 0, source: str = "the texts") -> pd.DataFrame:
     """The k of `texts` to annotate (`SUGGESTION_COLUMNS`, in the order picked): each text (a string, split into
     the tokenizer's words, or a list of words) tokenised as the explainer reads it (its first `max_length`
-    subwords), its predicted class and probability, and its uncertainty (1 - the probability; the rule does not read
-    it); `seed` seeds the rule's k-means. Fewer texts than k is an
-    `InputError` naming `source` and both counts."""
+    subwords), its predicted class (`predicted`, its name `label`) and probability, and its uncertainty (1 - the
+    probability; the rule does not read it); `seed` seeds the rule's k-means. The frame's `attrs["class_names"]`
+    are the classifier's classes in index order (`id2label`; LABEL_<n> where it names none), which the annotation
+    file's writer offers the annotator. Fewer texts than k is an `InputError` naming `source` and both counts."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"k={k!r}: must be a positive integer")
     if len(texts) < k:
@@ -104,17 +111,21 @@ def suggest(classifier: TrainedClassifier, texts: Sequence[str | Sequence[str]],
     probabilities, features = represent(classifier, input_ids, batch_size)
     candidates = Candidates([str(i) for i in ids], features, uncertainty(probabilities))
     order = cluster_picks(candidates.features, k, seed)
-    id2label = getattr(classifier.model.config, "id2label", {}) or {}
+    n_classes = probabilities.shape[1]
+    names = class_names_of(getattr(classifier.model.config, "id2label", None), n_classes) \
+        or tuple(f"LABEL_{index}" for index in range(n_classes))
     rows = []
     for rank, index in enumerate(order, start=1):
         predicted = int(probabilities[index].argmax())
         text = texts[index]
         rows.append({"rank": rank, "id": candidates.ids[index],
                      "text": text if isinstance(text, str) else " ".join(str(w) for w in text),
-                     "predicted": predicted, "label": str(id2label.get(predicted, predicted)),
+                     "predicted": predicted, "label": names[predicted],
                      "probability": float(probabilities[index, predicted]),
                      "uncertainty": float(candidates.uncertainty[index])})
     logger.info("%s: picked %d of %d texts (typical per cluster); mean uncertainty %.3f against %.3f over all",
                 source, k, len(texts), np.mean([r["uncertainty"] for r in rows]), candidates.uncertainty.mean())
-    return pd.DataFrame(rows, columns=SUGGESTION_COLUMNS)
+    picked = pd.DataFrame(rows, columns=SUGGESTION_COLUMNS)
+    picked.attrs[CLASS_NAMES] = list(names)
+    return picked
 

@@ -9,8 +9,9 @@ example frame) and `spans.py` (character spans mapped to words by overlap). Impo
 
 Every fault is a `RationaleFileError` naming the file and the line (JSONL), task (Label Studio) or row.
 
-    examples = read_rationale_file("my_rationales.jsonl")   # n_classes=2: labels 0 or 1
-    examples = read_rationale_file("export.json", rationale_labels=["Rationale"], tokenizer=tokenizer)
+    examples = read_rationale_file("my_rationales.jsonl")   # no class names: labels 0 or 1
+    examples = read_rationale_file("export.json", class_names=["negative", "positive"],   # "positive" or 1
+                                   rationale_labels=["Rationale"], tokenizer=tokenizer)
     write_annotation_file(picked, "to_annotate.json", "label-studio")
 
 Read by the evaluate_external pipeline (through a catalog dataset), `fit_rationales` and any other reader of
@@ -33,6 +34,7 @@ from learned_attribution.core.data.rationales.registry import (FORMATS, Rational
 from learned_attribution.core.data.rationales.sniff import recognise
 from learned_attribution.core.data.rationales.spans import merge_spans, span_examples, span_word_rationale
 from learned_attribution.core.data.rationales.word_level import parse_rationale_lines, read_datasets_rationales
+from learned_attribution.core.errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -62,34 +64,39 @@ def check_rationales(examples: pd.DataFrame, source: str) -> pd.DataFrame:
     return examples
 
 
-def read_rationale_file(path: str | Path, n_classes: int = 2, *, rationale_labels: Sequence[str] | None = None,
-                        class_field: str | None = None, tokenizer=None) -> pd.DataFrame:
+def read_rationale_file(path: str | Path, n_classes: int | None = None, *,
+                        rationale_labels: Sequence[str] | None = None, class_field: str | None = None, tokenizer=None,
+                        class_names: Sequence[str] | None = None) -> pd.DataFrame:
     """The rationale file at `path` (relative to the working directory), parsed and validated into the example
     schema (`core.data.schema.EXAMPLE_COLUMNS`; task and split `external`, role `rationale_test`). Labels are
-    classes 0..n_classes-1. The format is read from the file (`sniff.py`):
+    class indices: a file's class is a name or an index of the classifier's `class_names` (in index order, its
+    config's `id2label` values: `core.data.classes.resolve_class`); without names, an integer in 0..n_classes-1
+    (`n_classes` defaults to the number of names, else 2). The format is read from the file (`sniff.py`):
 
     - .jsonl, word-level (`words`, `rationale`, `label`): the words as given; the other arguments are ignored.
     - .jsonl, span JSONL (`text`, `spans` or `rationale_spans`, class in `label`) or a doccano export (`text`,
-      `label` as [[start, end, tag], ...] or `entities`, class in `class`).
-    - .json, a Label Studio export (a list of tasks with `data` and `annotations`; class in `data["label"]`).
+      `label` as [[start, end, tag], ...] or `entities`, class the category in `cats`, else `class`).
+    - .json, a Label Studio export (a list of tasks with `data` and `annotations`; class the annotation's choice
+      of the `class` control, else its prediction's, else `data["label"]`).
     - a file of any other registered format (`FORMATS`);
     - otherwise a datasets folder or .csv / .parquet / .json file of word-level rows.
 
-    For the span formats, `class_field` names the field holding the integer class (defaults above), the text is
+    For the span formats, `class_field` names the field holding the class (defaults above), the text is
     split into `tokenizer`'s pre-tokenizer words (`core.data.words.tokenizer_words`; without a tokenizer:
     whitespace words, punctuation attached), and a word is a rationale word when a rationale span overlaps any of
     its characters (overlapping or unordered spans are merged). doccano and Label Studio spans count when their tag
     is in `rationale_labels` (needed when the export has several tags; each must be present).
 
     Raises `RationaleFileError` naming the file and line, task or row at fault, or when no example marks a
-    rationale word. The frame's `attrs["file"]` is `path`."""
+    rationale word. The frame's `attrs["file"]` is `path`, its `attrs["class_names"]` the names read by."""
     path = Path(path)
+    class_names, n_classes = _classes(class_names, n_classes)
     if not path.exists():
         raise RationaleFileError(f"no such file {path} (working directory {Path.cwd()})")
     file = SourceFile(path)
     reader = recognise(file)
     examples = reader.read(file, n_classes, rationale_labels=rationale_labels, class_field=class_field,
-                           tokenizer=tokenizer)
+                           tokenizer=tokenizer, class_names=class_names)
     # What the format has no use for is said, not silently dropped.
     ignored = {name: value for name, value, used in (("rationale_labels", rationale_labels, reader.tagged),
                                                      ("class_field", class_field, reader.class_field is not None))
@@ -99,4 +106,17 @@ def read_rationale_file(path: str | Path, n_classes: int = 2, *, rationale_label
                        reader.title)
     logger.info("%s: read as a %s file", file.source, reader.title)
     examples.attrs["file"] = str(path)
+    examples.attrs["class_names"] = list(class_names) if class_names is not None else None  # what a class read as
     return check_rationales(examples, str(path))
+
+
+def _classes(class_names: Sequence[str] | None, n_classes: int | None) -> tuple[tuple[str, ...] | None, int]:
+    """The class names (a tuple, or None) and their number, checked against each other."""
+    if class_names is None:
+        return None, 2 if n_classes is None else int(n_classes)
+    if isinstance(class_names, str):
+        raise InputError(f"class_names={class_names!r}: give a list of names, one per class in index order")
+    names = tuple(str(name) for name in class_names)
+    if n_classes is not None and int(n_classes) != len(names):
+        raise InputError(f"class_names={list(names)} names {len(names)} classes but n_classes={n_classes}")
+    return names, len(names)

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import pandas as pd
 
+from learned_attribution.core.data.classes import resolve_class
 from learned_attribution.core.data.schema import EXAMPLE_COLUMNS
 from learned_attribution.core.errors import InputError
 
@@ -139,7 +140,7 @@ class Span:
 
 @dataclass(frozen=True)
 class SpanRecord:
-    """One annotated text: its id, the text, its integer class and its character spans. A reader's records are
+    """One annotated text: its id, the text, its class (an index) and its character spans. A reader's records are
     checked, and `where` names one in messages (`line 3`, `task 2 (id 57)`); a writer writes them (a text to
     annotate has no spans yet)."""
     example_id: str
@@ -170,17 +171,47 @@ def record_text(record: dict, source: str, where: str, holder: str = "") -> str:
     return text
 
 
-def record_class(record: dict, field: str, n_classes: int, source: str, where: str, holder: str = "") -> int:
-    """The integer class in the record's `field` (a format's default, or the user's `class_field`)."""
+def record_class(record: dict, field: str, n_classes: int, source: str, where: str, holder: str = "",
+                 class_names: Sequence[str] | None = None) -> int:
+    """The class in the record's `field` (a format's default, or the user's `class_field`), by name or index
+    (`core.data.classes.resolve_class`: names only with the classifier's `class_names`)."""
     if field not in record:
         raise RationaleFileError(f"{source}, {where}: missing the class field {holder}{field!r} (fields: "
-                                 f"{sorted(record)}); name the field holding the integer class with class_field "
-                                 "(CLI: --class-field)")
-    value = record[field]
-    if not is_int(value) or not 0 <= value < n_classes:
-        raise RationaleFileError(f"{source}, {where}: the class field {holder}{field!r} must be an integer class in "
-                                 f"0..{n_classes - 1}, got {value!r}")
-    return value
+                                 f"{sorted(record)}); name the field holding the class (a name or an index) with "
+                                 "class_field (CLI: --class-field)")
+    return class_value(record[field], f"{source}, {where}: the class field {holder}{field!r}", n_classes,
+                       class_names)
+
+
+def class_value(value: Any, where: str, n_classes: int, class_names: Sequence[str] | None = None) -> int:
+    """A class read from a file (`where` names the file, row and field) as its index: a `RationaleFileError`
+    when it is not one of the classifier's classes. A list is an annotation tool's choice of classes, of which
+    there must be one (`one_choice`)."""
+    if isinstance(value, list):
+        value = one_choice(value, where)
+    return resolve_class(value, class_names, where, n_classes=n_classes, error=RationaleFileError)
+
+
+def one_choice(values: list, where: str) -> Any:
+    """The one class an annotator chose, from a tool's list of chosen classes (doccano's `cats`, a Label Studio
+    `choices` value; a doccano category object `{"label": name}` reads as its name). No class, or several
+    different ones (a collaborative export whose annotators disagree), is refused naming `where`."""
+    chosen = [value.get("label") if isinstance(value, dict) else value for value in values]
+    distinct: list = []  # one class chosen by several annotators is that class
+    for value in chosen:
+        if value not in distinct:
+            distinct.append(value)
+    if not distinct:
+        raise RationaleFileError(f"{where} holds no class: choose the class the rationale supports")
+    if len(distinct) > 1:
+        raise RationaleFileError(f"{where} holds {len(distinct)} classes {distinct}: a rationale supports one class, "
+                                 "choose one")
+    return distinct[0]
+
+
+def written_class(label: int, class_names: Sequence[str] | None) -> int | str:
+    """A record's class as a writer writes it: its name among `class_names`, else its index."""
+    return str(class_names[label]) if class_names else label
 
 
 def checked_span(start: Any, end: Any, tags: tuple[str, ...], text: str, source: str, where: str) -> Span:

@@ -23,8 +23,8 @@ class RationaleFormat:
     title: ClassVar[str] = ""  # in messages: "read as a <title> file"
     summary: ClassVar[str] = ""  # the file in a few words, for help texts
     suffix: ClassVar[str] = ""  # what a written file is named, to be read back as this format
-    # The field holding the integer class by default, when the user may name another (`class_field`); None: the
-    # format has no such choice and `class_field` is ignored.
+    # The field holding the class (a name or an index) by default, when the user may name another (`class_field`);
+    # None: the format has no such choice and `class_field` is ignored.
     class_field: ClassVar[str | None] = None
     # Spans carry tag names (an annotation tool's labels): `rationale_labels` picks the rationale ones.
     tagged: ClassVar[bool] = False
@@ -38,14 +38,18 @@ class RationaleFormat:
         raise NotImplementedError
 
     def read(self, file: SourceFile, n_classes: int = 2, *, rationale_labels: Sequence[str] | None = None,
-             class_field: str | None = None, tokenizer=None) -> pd.DataFrame:
+             class_field: str | None = None, tokenizer=None,
+             class_names: Sequence[str] | None = None) -> pd.DataFrame:
         """The file's examples in the project's schema (`records.example_frame`); every fault a
-        `RationaleFileError` naming the file and the line, task or row."""
+        `RationaleFileError` naming the file and the line, task or row. A class is read by name or index among
+        the classifier's `class_names` (`records.class_value`; without names: an integer in 0..n_classes-1)."""
         raise NotImplementedError
 
-    def write(self, records: Sequence[SpanRecord]) -> str:
+    def write(self, records: Sequence[SpanRecord], class_names: Sequence[str] | None = None) -> str:
         """The text of a file of this format holding `records` (their ids, texts, classes and spans) in the
-        format's own field names."""
+        format's own field names. With the classifier's `class_names` (a file to annotate), a record's class is
+        written by name, where the annotation tool lets the annotator change it, and the file lists the classes;
+        without them, as an index."""
         raise NotImplementedError
 
 

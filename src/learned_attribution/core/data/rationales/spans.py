@@ -10,14 +10,15 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import pandas as pd
 
 from learned_attribution.core.data.rationales.records import (RationaleFileError, Span, SpanRecord, example_frame,
-                                                              example_row, jsonl_records, record_class, record_id,
-                                                              record_text)
+                                                              example_row, jsonl_records, record_id, record_text)
 from learned_attribution.core.data.words import tokenizer_words, whitespace_words
 
 logger = logging.getLogger(__name__)
 
 # A format's spans of one record: (record, its text, source, where) -> the checked spans.
 SpanParser = Callable[[dict, str, str, str], tuple[Span, ...]]
+# A format's class of one record: (record, where) -> the class index.
+ClassReader = Callable[[dict, str], int]
 
 
 def merge_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -48,11 +49,10 @@ def text_words(text: str, tokenizer=None) -> tuple[list[str], list[tuple[int, in
     return tokenizer_words(tokenizer, text) if tokenizer is not None else whitespace_words(text)
 
 
-def span_lines_records(text: str, source: str, parse_spans: SpanParser, class_field: str,
-                       n_classes: int = 2) -> list[SpanRecord]:
+def span_lines_records(text: str, source: str, parse_spans: SpanParser, read_class: ClassReader) -> list[SpanRecord]:
     """The checked records of a JSONL file of one span format, one object a line: `text`, the spans
-    (`parse_spans`, the format's), the class in `class_field`, optional `id`. Every record must be of the file's
-    format (that of its first record)."""
+    (`parse_spans`, the format's), the class (`read_class`, the format's: by name or index, `records.class_value`),
+    optional `id`. Every record must be of the file's format (that of its first record)."""
     records = []
     for number, record in jsonl_records(text, source):
         where = f"line {number}"
@@ -60,8 +60,8 @@ def span_lines_records(text: str, source: str, parse_spans: SpanParser, class_fi
             raise RationaleFileError(f"{source}, {where}: expected a JSON object, got {type(record).__name__}")
         body = record_text(record, source, where)
         spans = parse_spans(record, body, source, where)
-        records.append(SpanRecord(record_id(record, "line", number, source, where), body,
-                                  record_class(record, class_field, n_classes, source, where), spans, where))
+        records.append(SpanRecord(record_id(record, "line", number, source, where), body, read_class(record, where),
+                                  spans, where))
     return records
 
 

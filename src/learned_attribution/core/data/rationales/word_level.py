@@ -1,5 +1,5 @@
 """The word-level rationale format (`words`, docs/external_rationales.md, "File format: JSONL"): JSONL, one object a
-line, `words`, `rationale` with one 0/1 per word, `label`, optional `id`; or through Hugging Face `datasets` a
+line, `words`, `rationale` with one 0/1 per word, `label` (a class name or index), optional `id`; or through Hugging Face `datasets` a
 `save_to_disk` folder or a .csv / .parquet / .json file with the same fields (in CSV, `words` and `rationale` are
 JSON lists in their cells). It reads every file no other format claims (`sniff.py`). Its writer writes a text's
 whitespace words, marked where a span overlaps them; `suggest` does not offer it (no annotation tool marks it).
@@ -15,8 +15,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import pandas as pd
 
 from learned_attribution.core.data.rationales.records import (RationaleFileError, SourceFile, SpanRecord,
-                                                              example_frame, example_row, is_int, jsonl_lines,
-                                                              jsonl_records)
+                                                              class_value, example_frame, example_row, is_int,
+                                                              jsonl_lines, jsonl_records, written_class)
 from learned_attribution.core.data.rationales.registry import RationaleFormat, register
 from learned_attribution.core.data.rationales.spans import word_marks
 
@@ -25,14 +25,14 @@ REQUIRED_KEYS = ("words", "rationale", "label")
 DATASETS_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
 
 
-def record_problem(record: Any, n_classes: int = 2) -> str | None:
-    """The reason a decoded record does not fit the format, or None when it does."""
+def record_problem(record: Any) -> str | None:
+    """The reason a decoded record does not fit the format, or None when it does (its class aside: `class_value`)."""
     if not isinstance(record, dict):
         return f"expected a JSON object, got {type(record).__name__}"
     missing = [key for key in REQUIRED_KEYS if key not in record]
     if missing:
         return f"missing key(s) {missing}; every line needs {list(REQUIRED_KEYS)} (and optionally 'id')"
-    words, rationale, label = record["words"], record["rationale"], record["label"]
+    words, rationale = record["words"], record["rationale"]
     if not isinstance(words, list) or not words:
         return "'words' must be a non-empty list of strings"
     bad_words = [i for i, word in enumerate(words) if not isinstance(word, str) or not word.strip()]
@@ -45,37 +45,39 @@ def record_problem(record: Any, n_classes: int = 2) -> str | None:
     bad_marks = [i for i, mark in enumerate(rationale) if not is_int(mark) or mark not in (0, 1)]
     if bad_marks:
         return f"'rationale' entries must be 0 or 1 (positions {bad_marks[:5]} are not)"
-    if not is_int(label) or not 0 <= label < n_classes:
-        return f"'label' must be an integer class in 0..{n_classes - 1}, got {label!r}"
     if "id" in record and (isinstance(record["id"], bool) or not isinstance(record["id"], str | int)):
         return f"'id' must be a string or an integer, got {record['id']!r}"
     return None
 
 
 def examples_from_records(records: Iterable[tuple[int, Any]], source: str, unit: str = "line",
-                          n_classes: int = 2) -> pd.DataFrame:
+                          n_classes: int = 2, class_names: Sequence[str] | None = None) -> pd.DataFrame:
     """Numbered records ((number, record) pairs) -> the example schema, role `rationale_test`; errors name `source`
-    and `<unit> <number>`. Examples without an `id` get `<unit><number>`; ids must be unique."""
+    and `<unit> <number>`. Examples without an `id` get `<unit><number>`; ids must be unique. `label` is a class
+    name or index among `class_names` (without names: an integer in 0..n_classes-1)."""
 
     def rows() -> Iterator[tuple[str, dict]]:
         for number, record in records:
-            reason = record_problem(record, n_classes)
+            reason = record_problem(record)
             if reason:
                 raise RationaleFileError(f"{source}, {unit} {number}: {reason}")
+            label = class_value(record["label"], f"{source}, {unit} {number}: 'label'", n_classes, class_names)
             example_id = str(record["id"]) if record.get("id") is not None else f"{unit}{number}"
             yield f"{unit} {number}", example_row(example_id, " ".join(record["words"]), record["words"],
-                                                  record["rationale"], record["label"])
+                                                  record["rationale"], label)
 
     return example_frame(rows(), source)
 
 
-def parse_rationale_lines(text: str, source: str, n_classes: int = 2) -> pd.DataFrame:
+def parse_rationale_lines(text: str, source: str, n_classes: int = 2,
+                          class_names: Sequence[str] | None = None) -> pd.DataFrame:
     """JSONL `text` (one object per line) as examples; blank lines are skipped, any other bad line raises naming
     `source` and its 1-based line number."""
-    return examples_from_records(jsonl_records(text, source), source, "line", n_classes)
+    return examples_from_records(jsonl_records(text, source), source, "line", n_classes, class_names)
 
 
-def read_datasets_rationales(path: str | Path, n_classes: int = 2) -> pd.DataFrame:
+def read_datasets_rationales(path: str | Path, n_classes: int = 2,
+                             class_names: Sequence[str] | None = None) -> pd.DataFrame:
     """A rationale set through Hugging Face `datasets`: a `save_to_disk` folder (`load_from_disk`, one split), or a
     .csv / .parquet / .json file (`load_dataset(<format>, data_files=...)`). Rows need `words`, `rationale` and
     `label` (optional `id`); in CSV, `words` and `rationale` are JSON lists in their cells. Errors name the source
@@ -110,7 +112,7 @@ def read_datasets_rationales(path: str | Path, n_classes: int = 2) -> pd.DataFra
                                                  "list") from None
             yield number, record
 
-    return examples_from_records(records(), source, "row", n_classes)
+    return examples_from_records(records(), source, "row", n_classes, class_names)
 
 
 @register(NAME)
@@ -125,14 +127,16 @@ class WordLevel(RationaleFormat):
         return record is not None and "words" in record
 
     def read(self, file: SourceFile, n_classes: int = 2, *, rationale_labels: Sequence[str] | None = None,
-             class_field: str | None = None, tokenizer=None) -> pd.DataFrame:
+             class_field: str | None = None, tokenizer=None,
+             class_names: Sequence[str] | None = None) -> pd.DataFrame:
         if file.is_file_with(".jsonl"):
-            return parse_rationale_lines(file.text, file.source, n_classes)
-        return read_datasets_rationales(file.path, n_classes)
+            return parse_rationale_lines(file.text, file.source, n_classes, class_names)
+        return read_datasets_rationales(file.path, n_classes, class_names)
 
-    def write(self, records: Sequence[SpanRecord]) -> str:
+    def write(self, records: Sequence[SpanRecord], class_names: Sequence[str] | None = None) -> str:
         lines = []
         for record in records:
             words, marks = word_marks(record)
-            lines.append({"id": record.example_id, "words": words, "rationale": marks, "label": record.label})
+            lines.append({"id": record.example_id, "words": words, "rationale": marks,
+                          "label": written_class(record.label, class_names)})
         return jsonl_lines(lines)
