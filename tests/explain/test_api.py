@@ -103,7 +103,9 @@ def test_word_lists_keep_their_segmentation_and_defaults_are_expnet_plus_and_the
     assert result.words == ["the", "movie", "is", "great", "."] and result.text == "the movie is great ."
     assert list(result.word_scores) == ["expnet_plus", "saliency"] == fold.default_methods
     assert set(result.record()) == {"id", "text", "words", "offsets", "predicted", "label", "probability",
-                                    "truncated", "unknown_share", "mostly_unknown", "variants", "scores", "rationale"}
+                                    "truncated", "unknown_share", "mostly_unknown", "variants", "explained",
+                                    "explained_label", "explains_predicted", "contrast", "contrast_label",
+                                    "class_agnostic", "scores", "rationale"}
     assert result.variants == {"expnet_plus": "gated_signals"}  # the fold's chosen variant reads this classifier
 
 

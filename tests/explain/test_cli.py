@@ -30,7 +30,9 @@ def test_text_arguments_give_jsonl_and_an_offline_html_page(tiny_models_dir, tmp
     assert [r["id"] for r in rows] == ["1", "2"] and rows[0]["words"] == ["the", "movie", "is", "great", "."]
     for row in rows:
         assert set(row) == {"id", "text", "words", "offsets", "predicted", "label", "probability", "truncated", "variants",
-                            "unknown_share", "mostly_unknown", "scores", "rationale"}
+                            "unknown_share", "mostly_unknown", "explained", "explained_label", "explains_predicted",
+                            "contrast", "contrast_label", "class_agnostic", "scores", "rationale"}
+        assert row["explains_predicted"] and row["explained"] == row["predicted"]
         assert set(row["scores"]) == set(row["rationale"]) == {"expnet_plus", "integrated_gradients"}
         assert all(len(v) == len(row["words"]) for v in [*row["scores"].values(), *row["rationale"].values()])
         assert row["truncated"] is False

@@ -47,6 +47,26 @@ def test_the_loaded_model_answers_as_the_api_byte_for_byte(saved_model, tiny_mod
         assert json.dumps(served) == json.dumps([e.record() for e in api])
 
 
+def test_each_row_asks_for_its_class_through_declared_columns(saved_model, tiny_models_dir):
+    model = mlflow.pyfunc.load_model(str(saved_model))
+    schema = model.metadata.signature.inputs
+    assert schema.input_names() == ["text", "target", "contrast"] and schema.required_input_names() == ["text"]
+    explainer = FoldExplainer.from_fold("heldout_sst2", models_dir=tiny_models_dir, device="cpu")
+    frame = pd.DataFrame({"text": TEXTS, "target": ["negative", "1"], "contrast": ["positive", "0"]})
+    served = model.predict(frame, params={"methods": "saliency,input_x_gradient"})
+    api = explainer.explain(TEXTS, methods=["saliency", "input_x_gradient"], ids=["0", "1"],
+                            target=["negative", "1"], contrast=["positive", "0"])
+    assert json.dumps(served) == json.dumps([e.record() for e in api])
+    assert [(r["explained_label"], r["contrast_label"]) for r in served] == [("negative", "positive"),
+                                                                             ("positive", "negative")]
+
+
+def test_a_column_the_model_does_not_read_is_refused_where_the_model_sees_it(saved_model):
+    python_model = mlflow.pyfunc.load_model(str(saved_model)).unwrap_python_model()
+    with pytest.raises(ServedError, match=r"unknown input column\(s\) \['taget'\]; the model reads"):
+        python_model.predict(None, pd.DataFrame({"text": TEXTS, "taget": ["negative", "negative"]}))
+
+
 @pytest.mark.parametrize("frame, params, message", [
     (pd.DataFrame({"text": TEXTS}), {"methods": "shap"}, "unknown method 'shap'; available: ["),
     (pd.DataFrame({"text": ["   "]}), None, "text 0 is empty or whitespace only"),

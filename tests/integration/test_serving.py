@@ -56,7 +56,9 @@ def test_the_registered_pyfunc_gives_the_api_scores(smoke_crosstask_run, smoke_t
     assert (files and not [f for f in files if f.suffix == ".pkl"]), files
     model = mlflow.pyfunc.load_model(uri)
     signature = model.metadata.signature
-    assert signature.inputs.input_names() == ["text"] and [p.name for p in signature.params.params] == ["methods"]
+    assert signature.inputs.input_names() == ["text", "target", "contrast"]
+    assert signature.inputs.required_input_names() == ["text"]
+    assert [p.name for p in signature.params.params] == ["methods"]
     assert model.metadata.get_input_schema() is not None
     assert_same(model.predict(pd.DataFrame({"text": TEXTS})), api_records(fold))
     chosen = model.predict(pd.DataFrame({"text": TEXTS}), params={"methods": "expnet_paper,raw_attention"})

@@ -104,3 +104,38 @@ def test_block_needs_name_a_block_in_range(tiny_bert_classifier):
         run_pass(model, inputs, {BLOCK_ATTENTION_GRADIENTS}, block=2)
     with pytest.raises(ValueError, match="unknown pass needs"):
         run_pass(model, inputs, {"magic"})
+
+
+def test_with_a_contrast_every_gradient_is_of_the_margin(classifier, batch):
+    """With a contrast class, each gradient of a pass is the target's minus the contrast's (the gradient of
+    logit[target] - logit[contrast]); the forward tensors are those of the pass without it."""
+    model, _ = classifier
+    needs = {ATTENTIONS, ATTENTION_GRADIENTS, HIDDEN_STATES, HIDDEN_GRADIENTS, EMBEDDING_GRADIENTS,
+             BLOCK_INPUT_GRADIENTS, BLOCK_ATTENTION_GRADIENTS}
+    contrast = torch.tensor([1, 2])
+    margin = run_pass(model, PassInputs(batch.input_ids, batch.attention_mask, batch.target, contrast), needs, block=1)
+    target = run_pass(model, batch, needs, block=1)
+    foil = run_pass(model, PassInputs(batch.input_ids, batch.attention_mask, contrast), needs, block=1)
+    assert torch.equal(margin.contrast, contrast) and target.contrast is None
+    assert torch.equal(margin.logits, target.logits) and torch.equal(margin.target, target.target)
+    for field in ("attention_gradients", "hidden_gradients"):
+        for ours, plain, other in zip(getattr(margin, field), getattr(target, field), getattr(foil, field)):
+            torch.testing.assert_close(ours, plain - other, rtol=1e-4, atol=1e-6)
+    for field in ("embedding_gradients", "block_input_gradients", "block_attention_gradients"):
+        torch.testing.assert_close(getattr(margin, field), getattr(target, field) - getattr(foil, field),
+                                   rtol=1e-4, atol=1e-6)
+    assert not torch.allclose(margin.embedding_gradients, target.embedding_gradients)
+    assert all(torch.equal(a, b) for a, b in zip(margin.attentions, target.attentions))
+
+
+def test_a_contrast_the_pass_cannot_explain_is_refused(classifier, batch):
+    model, _ = classifier
+    ids, mask = batch.input_ids, batch.attention_mask
+    with pytest.raises(ValueError, match="batch.contrast needs batch.target"):
+        run_pass(model, PassInputs(ids, mask, None, torch.tensor([1, 2])), {EMBEDDING_GRADIENTS})
+    with pytest.raises(ValueError, match=r"batch.contrast equals batch.target in rows \[0\]"):
+        run_pass(model, PassInputs(ids, mask, torch.tensor([2, 0]), torch.tensor([2, 1])), {EMBEDDING_GRADIENTS})
+    with pytest.raises(ValueError, match=r"batch.contrast holds \[1, 3\], outside 0..2 for a 3-class model"):
+        run_pass(model, PassInputs(ids, mask, torch.tensor([2, 0]), torch.tensor([1, 3])), {ATTENTIONS})
+    with pytest.raises(ValueError, match=r"batch.contrast must be \[B\] = \[2\]"):
+        run_pass(model, PassInputs(ids, mask, torch.tensor([2, 0]), torch.tensor([1])), {ATTENTIONS})

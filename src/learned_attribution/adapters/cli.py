@@ -86,7 +86,8 @@ def explain_command(args: argparse.Namespace) -> int:
     with tqdm(total=len(texts), desc=f"explain ({', '.join(methods)})", unit="text", file=sys.stderr,
               disable=not args.input) as progress:
         explanations = explainer.explain(texts, methods=methods, batch_size=args.batch_size, ids=ids,
-                                         progress=progress, words=args.words)
+                                         progress=progress, words=args.words, target=args.target,
+                                         contrast=args.contrast)
     lines = "".join(json.dumps(e.record(), ensure_ascii=False) + "\n" for e in explanations)
     if args.output:
         _write("--output", args.output, lines)
@@ -110,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Learned token attribution: explain a classifier's predictions.")
     commands = parser.add_subparsers(dest="command", required=True)
     explain = commands.add_parser("explain", help="explain new text with a trained fold",
-                                  description="Per-word scores of each method for the class the classifier predicts.")
+                                  description="Per-word scores of each method for the class the classifier predicts, "
+                                              "or for the class asked for (--target), or for its margin over "
+                                              "another (--contrast).")
     explain.add_argument("texts", nargs="*", metavar="TEXT", help="texts to explain (or use --input)")
     explain.add_argument("--fold", help=f"trained fold ({', '.join(FOLDS)}) or a fold folder")
     explain.add_argument("--explainer", help="a student folder (`learned-attribution fit --output`; instead of --fold)")
@@ -123,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--words", choices=WORD_SPLITS, default="tokenizer",
                          help="how a text is split into words: the classifier tokenizer's pre-tokenizer (punctuation "
                               "apart, for BERT) or at whitespace only (default: tokenizer)")
+    explain.add_argument("--target", help="the class to explain, by the classifier's name or index, for every text "
+                                          "(default: each text's predicted class)")
+    explain.add_argument("--contrast", help="with --target: a foil class; the scores explain the target's margin "
+                                            "over it (logits for gradient methods, probabilities for perturbation "
+                                            "methods)")
     explain.add_argument("--output", help="JSONL output file (default: standard output)")
     explain.add_argument("--html", help="also write an HTML page (works offline)")
     explain.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="where trained folds and classifiers "
@@ -149,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"with a {' or '.join(f.title for f in FORMATS.values() if f.tagged)} export: the span "
                           "labels that mark rationales (needed when the export has several labels)")
     fit.add_argument("--class-field", metavar="NAME",
-                     help="with a span file: the field holding the integer class (default: " + ", ".join(
+                     help="with a span file: the field holding the class, a name or an index of the classifier's classes "
+                          "(default: " + ", ".join(
                          f"{f.class_field} in {f.title}" for f in FORMATS.values() if f.class_field) + ")")
     fit.add_argument("--fold", help=f"with --rationales: the trained fold ({', '.join(FOLDS)}) or a fold folder")
     fit.add_argument("--models-dir", default=str(DEFAULT_MODELS_DIR), help="with --rationales: where trained folds "

@@ -9,13 +9,19 @@ core/models/artifacts.py) and `classifier/` (the held-out task's classifier, sav
 (this package included: serve it with `--env-manager local` from an environment where the project is installed,
 since the package is not on a public index).
 
-Input: a table with a `text` column (one text per row); optional parameter `methods` (comma-separated
-method names; empty: ExpNet+ and the fold's best baseline). Output: one JSON object per text, the CLI's JSONL
-record (`id` = row number, text, words, predicted, label, probability, truncated, per-word scores and rationale
-per method). The device is `auto` unless LEARNED_ATTRIBUTION_DEVICE says otherwise. Bad input (an unknown
-method, an empty text, no `text` column) answers HTTP 400 with one line, the project's own message, and no
-stack trace; any other failure answers 500 with one line naming the exception (its trace goes to the server's
-log). Requests are answered on parallel threads; `FoldExplainer` makes them take turns on the one classifier.
+Input: a table with a `text` column (one text per row) and optional `target` and `contrast` columns (per row, the
+class to explain and a foil class, each a class name or index as a string, `explain(target=, contrast=)`; absent or
+all empty: the predicted class), declared in the signature. A column the model does not read is refused in one line
+where the model sees it; MLflow's schema enforcement (`mlflow models serve`, `load_model(...).predict`) drops a
+column its signature does not declare before the model sees it, saying so only in the server's log, so a misspelt
+`target` there explains the predicted class (the answer's `explained_label` and `explains_predicted` say so).
+Optional parameter `methods` (comma-separated method names; empty: ExpNet+ and the fold's best baseline). Output:
+one JSON object per text, the CLI's JSONL record (`id` = row number, text, words, predicted, label, probability,
+truncated, per-word scores and rationale per method). The device is `auto` unless LEARNED_ATTRIBUTION_DEVICE says
+otherwise. Bad input (an unknown method, an empty text, no `text` column) answers HTTP 400 with one line, the
+project's own message, and no stack trace; any other failure answers 500 with one line naming the exception (its
+trace goes to the server's log). Requests are answered on parallel threads; `FoldExplainer` makes them take turns on
+the one classifier.
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.models import infer_signature
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
+from mlflow.types import ColSpec, Schema
 
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.explain import open_explainer
@@ -62,6 +69,23 @@ class ServedError(MlflowException):
             self._message = value
 
 
+INPUT_COLUMNS = ("text", "target", "contrast")  # `text` required, the classes optional
+
+
+def input_schema() -> Schema:
+    """The served model's input columns: `text`, and the optional `target` and `contrast`."""
+    return Schema([ColSpec("string", "text"), ColSpec("string", "target", required=False),
+                   ColSpec("string", "contrast", required=False)])
+
+
+def _classes(frame: pd.DataFrame, column: str) -> list | None:
+    """A class column as one entry per row (None where the column is absent or wholly empty)."""
+    if column not in frame.columns:
+        return None
+    values = [None if pd.isna(v) else v for v in frame[column].tolist()]
+    return None if all(v is None for v in values) else values
+
+
 class BundleExplainerModel(mlflow.pyfunc.PythonModel):
     """pyfunc wrapper of a bundle's explainer (`FoldExplainer` or `StudentExplainer`; see the module docstring for
     input, output and errors)."""
@@ -80,14 +104,20 @@ class BundleExplainerModel(mlflow.pyfunc.PythonModel):
             raise ServedError(f"internal error ({type(error).__name__}: {error})", INTERNAL_ERROR) from None
 
     def _predict(self, model_input: pd.DataFrame, params: dict[str, Any] | None) -> list[dict]:
+        target = contrast = None
         if isinstance(model_input, pd.DataFrame):
             if "text" not in model_input.columns:
                 raise ValueError(f"input needs a 'text' column; got columns {list(model_input.columns)}")
+            unknown = [c for c in model_input.columns if c not in INPUT_COLUMNS]
+            if unknown:  # a model loaded without its signature: the same refusal as the schema's
+                raise ValueError(f"unknown input column(s) {unknown}; the model reads {list(INPUT_COLUMNS)}")
             texts = model_input["text"].astype(str).tolist()
+            target, contrast = _classes(model_input, "target"), _classes(model_input, "contrast")
         else:
             texts = [str(t) for t in model_input]
         methods = [m.strip() for m in str((params or {}).get("methods") or "").split(",") if m.strip()] or None
-        explanations = self.explainer.explain(texts, methods=methods, ids=[str(i) for i in range(len(texts))])
+        explanations = self.explainer.explain(texts, methods=methods, ids=[str(i) for i in range(len(texts))],
+                                              target=target, contrast=contrast)
         return [e.record() for e in explanations]
 
 
@@ -113,6 +143,7 @@ def save_model(bundle_folder: str | Path, classifier_folder: str | Path, path: s
         texts = INPUT_EXAMPLE["text"].tolist()
         output = [e.record() for e in explainer.explain(texts, ids=[str(i) for i in range(len(texts))])]
         signature = infer_signature(INPUT_EXAMPLE, output, params={"methods": ""})
+        signature.inputs = input_schema()
         mlflow.pyfunc.save_model(str(path), python_model=str(MODEL_CODE), artifacts={"fold": str(bundle)},
                                  signature=signature, input_example=INPUT_EXAMPLE,
                                  pip_requirements=pinned_requirements())

@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 
 from learned_attribution.core.models.projection import project_to_subwords
+from learned_attribution.core.data.classes import resolve_class
 from learned_attribution.core.data.words import tokenizer_words, whitespace_words
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.explainers import METHODS, AttributionMethod
@@ -45,7 +46,7 @@ from learned_attribution.core.models.architectures import architecture
 from learned_attribution.core.models.loading import TrainedClassifier, max_positions
 from learned_attribution.core.models.runner import iter_batches, predict_proba, resolve_device
 from learned_attribution.core.models.signals import token_vocabulary
-from learned_attribution.core.explainers.learned import EXPNET_PLUS, LEARNED
+from learned_attribution.core.explainers.learned import EXPNET_PLUS, LEARNED, STUDENT
 
 from . import bundle as bundles
 from .explanation import UNKNOWN_SHARE_THRESHOLD, WORD_SPLITS, Explanation, own_rule, word_scores
@@ -148,13 +149,57 @@ class BundleExplainer:
     def threshold(self, method: str) -> float | None:
         return self.learned[method].own_threshold if method in self.learned else None
 
+    @property
+    def classes(self) -> list[str]:
+        """The classifier's class names in index order (its config's `id2label`)."""
+        config = self.classifier.model.config
+        id2label = getattr(config, "id2label", None) or {}
+        return [str(id2label.get(index, f"LABEL_{index}")) for index in range(int(config.num_labels))]
+
+    def _per_text(self, value, n_texts: int, name: str) -> list[int] | None:
+        """`target` or `contrast` as one class index per text (None: not given): one class for every text, or a
+        sequence of one per text, each a class name or index (`core.data.classes.resolve_class`)."""
+        if value is None:
+            return None
+        if isinstance(value, (str, int, np.integer)):
+            return [resolve_class(value, self.classes, name)] * n_texts
+        values = list(value)
+        if len(values) != n_texts:
+            raise InputError(f"{name}: {len(values)} classes for {n_texts} texts; give one class, or one per text")
+        empty = [index for index, v in enumerate(values) if v is None or (isinstance(v, str) and not v.strip())]
+        if empty:
+            raise InputError(f"{name}[{empty[0]}] is empty: give a class name or index for every text")
+        return [resolve_class(v, self.classes, f"{name}[{index}]") for index, v in enumerate(values)]
+
+    def _check_classes(self, targets: list[int] | None, contrasts: list[int] | None, methods: list[str]) -> None:
+        """A contrast needs a target, never equals it, and a student explains its predicted class only; a method
+        whose scores cannot depend on the class is said once per call."""
+        if targets is None and contrasts is None:
+            return
+        if contrasts is not None and targets is None:
+            raise InputError("contrast needs a target: the margin of which class over it (target=...)")
+        for index, (target, foil) in enumerate(zip(targets, contrasts or [None] * len(targets))):
+            if target == foil:
+                raise InputError(f"text {index}: the target {self.classes[target]!r} is also its contrast; give "
+                                 "another contrast")
+        if STUDENT in methods:
+            raise InputError(f"{STUDENT} explains the predicted class only (it learned its teacher's scores for "
+                             "that class): leave target and contrast unset, or explain with the baselines")
+        agnostic = [m for m in methods if self.method(m).class_agnostic]
+        if agnostic:
+            logger.warning("%s: class-agnostic (their scores cannot depend on the class): the same maps for every "
+                           "target", ", ".join(agnostic))
+
     def explain(self, texts: str | Sequence[str | Sequence[str]], methods: Sequence[str] | None = None,
                 batch_size: int = 16, ids: str | Sequence[str] | None = None, progress=None,
-                words: str = "tokenizer") -> list[Explanation]:
+                words: str = "tokenizer", target=None, contrast=None) -> list[Explanation]:
         """One `Explanation` per text, in input order. A text is a string (split into words by the tokenizer's
         pre-tokenizer, or at whitespace with `words="whitespace"`) or a list of words; a single string is one text.
 
-        `methods` default to `default_methods`; `progress` (e.g. a tqdm bar) is updated per explained text."""
+        `target`: the class to explain (a name or index of the classifier's `classes`, one for every text or one
+        per text; default: the class each text is predicted as); `contrast`: a foil class, the scores then explain
+        the target's margin over it (`core/explainers/objective.py`). `methods` default to `default_methods`;
+        `progress` (e.g. a tqdm bar) is updated per explained text."""
         if isinstance(texts, str):  # one text, not a sequence of one-character texts
             texts = [texts]
         if isinstance(ids, str):
@@ -169,6 +214,9 @@ class BundleExplainer:
         segmented = [self._words(text, index, words) for index, text in enumerate(texts)]
         if ids is not None and len(ids) != len(segmented):
             raise InputError(f"{len(ids)} ids for {len(segmented)} texts")
+        targets = self._per_text(target, len(segmented), "target")
+        contrasts = self._per_text(contrast, len(segmented), "contrast")
+        self._check_classes(targets, contrasts, methods)
         tokenized = self._tokenize([w for w, _ in segmented])
         tokenized["text"] = [text if isinstance(text, str) else " ".join(w) for text, (w, _) in zip(texts, segmented)]
         tokenized["offsets"] = pd.Series([o for _, o in segmented], index=tokenized.index, dtype=object)
@@ -176,7 +224,9 @@ class BundleExplainer:
         input_ids = list(tokenized["input_ids"])
         for batch in iter_batches(input_ids, batch_size):
             with self._model_lock:
-                explained = self._explain_batch(tokenized.iloc[batch], methods)
+                explained = self._explain_batch(tokenized.iloc[batch], methods,
+                                                None if targets is None else [targets[i] for i in batch],
+                                                None if contrasts is None else [contrasts[i] for i in batch])
             for index, explanation in zip(batch, explained):
                 explanation.id = None if ids is None else str(ids[index])
                 results[index] = explanation
@@ -218,7 +268,8 @@ class BundleExplainer:
                                n_unknown, len(inner), 100 * shares[-1], tokenizer.unk_token)
         return tokenized.assign(unknown_share=shares).reset_index(drop=True)
 
-    def _explain_batch(self, rows: pd.DataFrame, methods: list[str]) -> list[Explanation]:
+    def _explain_batch(self, rows: pd.DataFrame, methods: list[str], targets: list[int] | None = None,
+                       contrasts: list[int] | None = None) -> list[Explanation]:
         model, tokenizer = self.classifier.model, self.classifier.tokenizer
         token_scores: dict[str, np.ndarray] = {}
         probabilities = None  # class probabilities [B, C] of the explained classifier
@@ -226,10 +277,11 @@ class BundleExplainer:
         # gradient methods) goes first, so its logits decide the class and no separate classification pass is run.
         # The baselines that read one pass of the classifier share it (`explainers.passes.explain_together`).
         ordered = sorted(methods, key=lambda m: not self.method(m).classifies)
-        batch = tokenizer_batch(list(rows["input_ids"]), None, tokenizer).to(self.device)
+        batch = tokenizer_batch(list(rows["input_ids"]), targets, tokenizer, contrast=contrasts).to(self.device)
         if not self.method(ordered[0]).classifies:
             probabilities = predict_proba(model, list(rows["input_ids"]), len(rows), tokenizer.pad_token_id)
-            batch.target = torch.as_tensor(probabilities.argmax(-1)).to(self.device)
+            if targets is None:
+                batch.target = torch.as_tensor(probabilities.argmax(-1)).to(self.device)
         # The model is in eval mode (__init__).
         attributions = explain_together(model, batch, {method: self.method(method) for method in ordered})
         if probabilities is None:
@@ -239,6 +291,7 @@ class BundleExplainer:
             token_scores[method] = attribution.scores.detach().float().cpu().numpy()
         keep = ~batch.special_mask.cpu().numpy()
         id2label = getattr(model.config, "id2label", {}) or {}
+        agnostic = [m for m in methods if self.method(m).class_agnostic]
         explanations = []
         for row, record in enumerate(rows.itertuples(index=False)):
             positions = np.nonzero(keep[row])[0]
@@ -252,6 +305,12 @@ class BundleExplainer:
                 offsets=None if record.offsets is None else [tuple(o) for o in record.offsets],
                 unknown_share=float(record.unknown_share))
             explanation.variants = {m: self.learned[m].variant.name for m in methods if m in self.learned}
+            explained = predicted if targets is None else targets[row]
+            explanation.explained, explanation.explained_label = explained, str(id2label.get(explained, explained))
+            if contrasts is not None:
+                explanation.contrast = contrasts[row]
+                explanation.contrast_label = str(id2label.get(contrasts[row], contrasts[row]))
+            explanation.class_agnostic = agnostic
             for method in methods:
                 scores = token_scores[method][row, positions]
                 explanation.token_scores[method] = scores.tolist()

@@ -1,9 +1,12 @@
 """One explained text (`Explanation`), and how token scores become word scores and a rationale.
 
-- Every method scores the subword tokens for the class the classifier predicts. A word's score aggregates its
-  subwords: the sum for signed methods (evidence for and against: IG, Input x Gradient, occlusion, LIME,
-  KernelSHAP, AttCAT, whose token scores add up), the maximum otherwise (a word is as important as its
-  most important piece; learned explainers output probabilities). Words without a subword (cut by
+- Every method scores the subword tokens for one class: the class the classifier predicts, or the class asked for
+  (`target`), or that class's margin over a contrast class (`contrast`: logits for the gradient family, softmax
+  probabilities for the perturbation family, `core/explainers/objective.py`); each explanation says which, and
+  which of its methods cannot depend on the class (`class_agnostic`).
+- A word's score aggregates its subwords: the sum for signed methods (evidence for and against: IG, Input x
+  Gradient, occlusion, LIME, KernelSHAP, AttCAT, whose token scores add up), the maximum otherwise (a word is as
+  important as its most important piece; learned explainers output probabilities). Words without a subword (cut by
   truncation, or characters the tokenizer drops) get `None` and are never in a rationale.
 - Rationale (each method's own rule, per word): learned explainers mark words whose probability reaches
   their threshold calibrated on the training tasks' validation data (at least one word); other methods mark
@@ -45,6 +48,18 @@ class Explanation:
     offsets: list[tuple[int, int]] | None = None  # each word's [start, end) in `text`; None for a given word list
     unknown_share: float = 0.0  # share of the subword tokens that are the tokenizer's unknown token
     variants: dict[str, str] = field(default_factory=dict)  # the trained variant each learned method applied
+    # The class the scores explain (None: the predicted one) and the contrast class whose margin they explain beside
+    # it (None: none), by index and by the classifier's name; the methods whose scores cannot depend on the class.
+    explained: int | None = None
+    explained_label: str | None = None
+    contrast: int | None = None
+    contrast_label: str | None = None
+    class_agnostic: list[str] = field(default_factory=list)
+
+    @property
+    def explains_predicted(self) -> bool:
+        """Whether the scores explain the class the classifier predicts (with no contrast)."""
+        return (self.explained is None or self.explained == self.predicted) and self.contrast is None
 
     @property
     def mostly_unknown(self) -> bool:
@@ -57,8 +72,12 @@ class Explanation:
                 "offsets": None if self.offsets is None else [[start, end] for start, end in self.offsets],
                 "predicted": self.predicted, "label": self.label, "probability": self.probability,
                 "truncated": self.truncated, "unknown_share": self.unknown_share,
-                "mostly_unknown": self.mostly_unknown, "variants": self.variants, "scores": self.word_scores,
-                "rationale": self.rationale}
+                "mostly_unknown": self.mostly_unknown, "variants": self.variants,
+                "explained": self.predicted if self.explained is None else self.explained,
+                "explained_label": self.label if self.explained_label is None else self.explained_label,
+                "explains_predicted": self.explains_predicted, "contrast": self.contrast,
+                "contrast_label": self.contrast_label, "class_agnostic": self.class_agnostic,
+                "scores": self.word_scores, "rationale": self.rationale}
 
 
 def word_scores(token_scores: np.ndarray, token_words: Sequence[int], n_words: int, signed: bool) -> list[float | None]:

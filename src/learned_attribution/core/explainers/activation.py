@@ -26,9 +26,11 @@ def default_afn_layer(num_layers: int) -> int:
 @register("afn_norm")
 @dataclass
 class AfnNorm(PassMethod):
-    """AFN strength S_i = ||h_i||_2 at `layer` (None: `default_afn_layer` of the model's depth)."""
+    """AFN strength S_i = ||h_i||_2 at `layer` (None: `default_afn_layer` of the model's depth).
+    Class-agnostic: the same map for every target and contrast."""
 
     family = "activation"
+    class_agnostic = True  # a hidden state's norm reads neither the head nor a gradient
     needs = frozenset({HIDDEN_STATES})
     layer: Optional[int] = None
 

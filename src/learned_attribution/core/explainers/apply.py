@@ -25,11 +25,13 @@ logger = logging.getLogger(__name__)
 FAILURE_COLUMNS = ["method", "example_id", "error"]
 
 
-def tokenizer_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | None, tokenizer) -> Batch:
+def tokenizer_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | None, tokenizer, *,
+                    contrast: Sequence[int] | None = None) -> Batch:
     """A padded batch of token id lists with the tokenizer's special ids (a "removed" token becomes its mask
-    token, else its pad: `architectures.mask_token_id`)."""
+    token, else its pad: `architectures.mask_token_id`); `contrast`: a contrast class per text (None: none)."""
     return padded_batch(input_ids, target, pad_token_id=tokenizer.pad_token_id,
-                        mask_token_id=mask_token_id(tokenizer), frame_token_ids=frame_token_ids(tokenizer))
+                        mask_token_id=mask_token_id(tokenizer), frame_token_ids=frame_token_ids(tokenizer),
+                        contrast=contrast)
 
 
 @dataclass

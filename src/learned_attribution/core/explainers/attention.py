@@ -7,7 +7,9 @@ Conventions shared by every function here:
 - an attention tensor is `[..., H, T, T]` (heads on axis -3), rows are queries, columns are keys, each
   row sums to 1; the model gives `[B, H, T, T]` per layer;
 - [CLS] sits at position 0 (`CLS_POSITION`), as in every family of `core/models/architectures.py`;
-- gradients are of the target-class logit (not its probability), as in Chefer et al. and Qiang et al.
+- gradients are of the target-class logit (not its probability), as in Chefer et al. and Qiang et al.; with
+  `batch.contrast`, of its margin over the contrast class (`objective.py`);
+- raw attention and rollout read no gradient: they cannot depend on the class (`class_agnostic`).
 
 Padding never leaks into real tokens: the attention mask gives padding keys probability 0, so the
 [CLS] row of every method below is exactly 0 at padded positions and does not depend on how much
@@ -197,7 +199,10 @@ class _LayerAttentionMethod(_AttentionMethod):
 
 @register("raw_attention")
 class RawAttention(_LayerAttentionMethod):
-    """Attention from [CLS] to each token in one layer (default last), mean over heads. Forward only."""
+    """Attention from [CLS] to each token in one layer (default last), mean over heads. Forward only.
+    Class-agnostic: the same map for every target and contrast."""
+
+    class_agnostic = True
 
     def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
         return raw_attention_scores(run.attentions[resolve_layer(self.layer, len(run.attentions))])
@@ -205,7 +210,10 @@ class RawAttention(_LayerAttentionMethod):
 
 @register("attention_rollout")
 class AttentionRollout(_LayerAttentionMethod):
-    """[CLS] row of the attention rollout through layers 0..`layer` (default: all layers). Forward only."""
+    """[CLS] row of the attention rollout through layers 0..`layer` (default: all layers). Forward only.
+    Class-agnostic: the same map for every target and contrast."""
+
+    class_agnostic = True
 
     def scores_from(self, run: ModelPass, batch: Batch) -> torch.Tensor:
         last = resolve_layer(self.layer, len(run.attentions))

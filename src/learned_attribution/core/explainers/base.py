@@ -2,7 +2,8 @@
 
 An explainer takes a sequence classifier (a Hugging Face encoder of a family in `core/models/architectures.py`, loaded
 with eager attention) and a padded batch, and returns one score per subword token for the class given in
-`batch.target` (the classifier's predicted class). Higher means more important. Scores at special
+`batch.target` (None: the classifier's predicted class), or with `batch.contrast` for that class's margin over the
+contrast class (`objective.py` says what each family's margin is). Higher means more important. Scores at special
 and padding positions are returned but never used: callers mask them with `batch.special_mask`.
 """
 from __future__ import annotations
@@ -24,11 +25,15 @@ class Batch:
     special_mask: torch.Tensor  # [B, T] bool, True at [CLS], [SEP] and padding
     mask_token_id: int  # token that replaces a "removed" token in perturbation methods
     pad_token_id: int
+    # [B] long, a contrast (foil) class per row: the scores then explain the target's margin over it; None: no contrast
+    contrast: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> "Batch":
         """The same batch with its tensors on `device`."""
         return replace(self, input_ids=self.input_ids.to(device), attention_mask=self.attention_mask.to(device),
-                       target=None if self.target is None else self.target.to(device), special_mask=self.special_mask.to(device))
+                       target=None if self.target is None else self.target.to(device),
+                       special_mask=self.special_mask.to(device),
+                       contrast=None if self.contrast is None else self.contrast.to(device))
 
 
 @dataclass
@@ -57,6 +62,9 @@ class AttributionMethod:
     # `explain` reads attention probabilities (eager attention only): a model that cannot return them is refused
     # with the list of these methods (`attention_methods`).
     needs_attentions: ClassVar[bool] = False
+    # The scores cannot depend on the class explained (nor on a contrast): the method reads no gradient and no
+    # output of the classifier's head, so every target gives the same map (callers say so to the user).
+    class_agnostic: ClassVar[bool] = False
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         raise NotImplementedError
@@ -97,10 +105,12 @@ def build_method(name: str, **settings) -> AttributionMethod:
 
 
 def padded_batch(input_ids: Sequence[Sequence[int]], target: Sequence[int] | None, *, pad_token_id: int, mask_token_id: int,
-               frame_token_ids: Sequence[int]) -> Batch:
-    """Right-pad token id lists into a `Batch`; `frame_token_ids` ([CLS], [SEP], [PAD]) and padding are special."""
+               frame_token_ids: Sequence[int], contrast: Sequence[int] | None = None) -> Batch:
+    """Right-pad token id lists into a `Batch`; `frame_token_ids` ([CLS], [SEP], [PAD]) and padding are special;
+    `contrast`: a contrast class per text (None: none)."""
     ids, attention_mask = pad_batch(input_ids, pad_token_id)
     special = special_token_mask(ids, attention_mask, frame_token_ids)
     target = None if target is None else torch.as_tensor(list(target), dtype=torch.long)
+    contrast = None if contrast is None else torch.as_tensor(list(contrast), dtype=torch.long)
     return Batch(input_ids=ids, attention_mask=attention_mask, target=target,
-                 special_mask=special, mask_token_id=mask_token_id, pad_token_id=pad_token_id)
+                 special_mask=special, mask_token_id=mask_token_id, pad_token_id=pad_token_id, contrast=contrast)

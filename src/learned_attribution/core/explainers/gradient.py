@@ -7,7 +7,8 @@ output of that layer, before position/segment embeddings and LayerNorm are added
 computed here rather than through captum so that a batch costs only what the method needs: one forward and
 one backward pass for the gradient methods, and for Integrated Gradients passes that hold the interpolation
 steps of texts of one length, unpadded, instead of every step at the batch's longest length. All of them
-explain the target-class *logit* (gradients of a softmax probability saturate). Grad-CAM on tokens has no
+explain the target-class *logit* (gradients of a softmax probability saturate), or with `batch.contrast` its margin
+over the contrast class, logit[target] - logit[contrast] (`objective.py`). Grad-CAM on tokens has no
 captum equivalent (captum's LayerGradCam averages gradients over the hidden dimension, i.e. per token, which
 is not Grad-CAM's per-feature weighting), so it is written here too. Saliency, Input x Gradient and Grad-CAM are
 `passes.PassMethod`s: explained together with the other baselines that read one pass, they share it.
@@ -29,6 +30,7 @@ from learned_attribution.core.models.model_pass import (EMBEDDING_GRADIENTS, HID
 from learned_attribution.core.models.runner import eval_mode
 
 from .base import Attribution, Batch, AttributionMethod, register
+from .objective import check_batch, check_classes, explained_logit
 from .passes import PassMethod, zero_padding
 
 
@@ -57,9 +59,10 @@ def target_of(target: torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor
     return logits.detach().argmax(dim=-1) if target is None else target.to(logits.device)
 
 
-def target_logit_sum(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Sum over rows of each row's target logit: its gradient gives every row its own (rows never interact)."""
-    return logits.gather(1, target[:, None]).sum()
+def target_logit_sum(logits: torch.Tensor, target: torch.Tensor, contrast: torch.Tensor | None = None) -> torch.Tensor:
+    """Sum over rows of each row's explained logit (`explained_logit`: the target's, or its margin over `contrast`):
+    its gradient gives every row its own (rows never interact)."""
+    return explained_logit(logits, target, contrast).sum()
 
 
 @register("saliency")
@@ -128,8 +131,9 @@ class IntegratedGradients(AttributionMethod):
     """Integrated Gradients on the word embeddings from the [PAD] baseline, summed over hidden; the quantity of
     captum's `LayerIntegratedGradients` on that layer (same quadrature: `method`, `n_steps`).
 
-    Completeness: a row's scores sum to logit(x) - logit(baseline) of the target class, up to the
-    quadrature error that `last_convergence_delta` (per example, from the last call) reports.
+    Completeness: a row's scores sum to logit(x) - logit(baseline) of the target class (with a contrast: of its
+    margin over the contrast, logit[target] - logit[contrast]), up to the quadrature error that
+    `last_convergence_delta` (per example, from the last call) reports.
     `internal_batch_size` bounds the interpolated sequences per forward pass (None: no bound). Each text's
     steps run at its own length: a pass holds the steps of texts of one length (`mix_lengths` False), or
     of texts next to each other in length order, padded to the longest of them (True). None (default):
@@ -155,6 +159,7 @@ class IntegratedGradients(AttributionMethod):
         self.last_convergence_delta: Optional[torch.Tensor] = None
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        check_batch(batch)
         lengths = row_lengths(batch.attention_mask)
         mix = batch.input_ids.device.type != "cpu" if self.mix_lengths is None else self.mix_lengths
         with eval_mode(model):
@@ -165,17 +170,18 @@ class IntegratedGradients(AttributionMethod):
             total_gradients = self._path_gradients(model, batch, inputs, baselines, target, lengths, mix)
         attributions = total_gradients * (inputs - baselines).float()
         self.last_convergence_delta = attributions.sum(dim=(1, 2)) - endpoint_difference
-        # n_steps forward+backward passes on the path, and one forward pass at each end (the target's logit
+        # n_steps forward+backward passes on the path, and one forward pass at each end (the explained logit
         # at the input and at the baseline, for the convergence delta and, without a target, the class).
         return Attribution(scores=zero_padding(attributions.sum(dim=-1), batch.attention_mask),
                            model_calls=self.n_steps + 2, logits=logits)
 
     def _endpoints(self, model: torch.nn.Module, batch: Batch, inputs: torch.Tensor, baselines: torch.Tensor,
                    lengths: list[int], mix: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(logits at the inputs [B, C], target logit at the input minus at the baseline [B], target [B]):
-        forward passes over the inputs and baselines, packed like the path steps. The baseline is the path's start,
-        the [PAD] word embeddings fed in place of the text's (as every step is), never the [PAD] ids themselves:
-        RoBERTa, XLM-R and MPNet derive position ids from the ids, so [PAD] ids would also move every position."""
+        """(logits at the inputs [B, C], the explained logit (`explained_logit`) at the input minus at the baseline
+        [B], target [B]): forward passes over the inputs and baselines, packed like the path steps. The baseline is
+        the path's start, the [PAD] word embeddings fed in place of the text's (as every step is), never the [PAD]
+        ids themselves: RoBERTa, XLM-R and MPNet derive position ids from the ids, so [PAD] ids would also move
+        every position."""
         ends: dict[tuple[int, int], torch.Tensor] = {}
         with torch.no_grad():
             for rows in pack_passes(lengths, 2, self.internal_batch_size, mix):
@@ -188,19 +194,22 @@ class IntegratedGradients(AttributionMethod):
                                 attention_mask=batch.attention_mask[index, :width]).logits.float()
                 ends.update(zip(rows, out))
         logits = torch.stack([ends[(row, 0)] for row in range(len(lengths))])
+        check_classes(batch, logits.shape[-1])
         target = target_of(batch.target, logits)
         baseline_logits = torch.stack([ends[(row, 1)] for row in range(len(lengths))])
-        rows = torch.arange(len(lengths), device=logits.device)
-        return logits, logits[rows, target] - baseline_logits[rows, target], target
+        difference = explained_logit(logits, target, batch.contrast) - explained_logit(baseline_logits, target,
+                                                                                       batch.contrast)
+        return logits, difference[:, 0], target
 
     def _path_gradients(self, model: torch.nn.Module, batch: Batch, inputs: torch.Tensor, baselines: torch.Tensor,
                         target: torch.Tensor, lengths: list[int], mix: bool) -> torch.Tensor:
-        """[B, T, H]: the quadrature-weighted sum over the path's steps of d logit[target] / d embeddings."""
+        """[B, T, H]: the quadrature-weighted sum over the path's steps of d explained logit / d embeddings."""
         device = inputs.device
         step_sizes_of, alphas_of = approximation_parameters(self.method)
         alphas = torch.as_tensor(alphas_of(self.n_steps), dtype=inputs.dtype, device=device)
         step_sizes = torch.as_tensor(step_sizes_of(self.n_steps), dtype=torch.float32, device=device)
         total = torch.zeros(inputs.shape, dtype=torch.float32, device=device)
+        contrast = None if batch.contrast is None else batch.contrast.to(device)
         for rows in pack_passes(lengths, self.n_steps, self.internal_batch_size, mix):
             width = max(lengths[row] for row, _ in rows)
             index = torch.as_tensor([row for row, _ in rows], device=device)
@@ -210,7 +219,8 @@ class IntegratedGradients(AttributionMethod):
             with torch.enable_grad(), WordEmbeddingLeaf(model, scaled) as tap:
                 logits = model(input_ids=batch.input_ids[index, :width],
                                attention_mask=batch.attention_mask[index, :width]).logits
-                (gradients,) = torch.autograd.grad(target_logit_sum(logits, target[index]), tap.leaf)
+                explained = target_logit_sum(logits, target[index], None if contrast is None else contrast[index])
+                (gradients,) = torch.autograd.grad(explained, tap.leaf)
             total[:, :width].index_add_(0, index, gradients.float() * step_sizes[steps, None, None])
         return total
 
@@ -220,7 +230,7 @@ class IntegratedGradients(AttributionMethod):
 # ----------------------------------------------------------------------------------------------------
 
 def gradcam_scores(hidden: torch.Tensor, gradients: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """[B, T] Grad-CAM on tokens from one layer's hidden states h [B, T, D] and g = d logit[target] / d h: the weight
+    """[B, T] Grad-CAM on tokens from one layer's hidden states h [B, T, D] and g = d explained logit / d h: the weight
     of feature f is the mean of g over the example's real tokens (padding excluded, so padding cannot dilute it),
     and score_j = ReLU(sum_f weight_f * h_jf)."""
     real = attention_mask.to(hidden.device, hidden.dtype)[:, :, None]

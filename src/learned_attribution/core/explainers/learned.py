@@ -37,11 +37,15 @@ class LearnedMethod(AttributionMethod):
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
         if self.model.reads_token_ids:  # a text student: the classifier's pass, then the student's network
+            if batch.contrast is not None:  # its token head scores one class at a time: no margin to explain
+                raise ValueError("a text student explains one class, not a margin over a contrast class: leave the "
+                                 "contrast unset")
             logits, scores = self.model.classify_and_score(model, batch.input_ids, batch.attention_mask, batch.target)
             return Attribution(scores=scores.masked_fill(batch.special_mask, 0.0),
                                model_calls=self.model.net.model_calls, logits=logits)
         signals, logits = signals_and_logits(model, batch.input_ids, batch.attention_mask, batch.target,
-                                             self.model.variant.feature_sets, self.layer, self.vocabulary)
+                                             self.model.variant.feature_sets, self.layer, self.vocabulary,
+                                             contrast=batch.contrast)
         # Only real tokens enter the network (within-example statistics must not see [CLS], [SEP], padding).
         keep = ~batch.special_mask.cpu().numpy()
         rows = signals.detach().cpu().numpy()[keep]
@@ -55,7 +59,10 @@ class LearnedMethod(AttributionMethod):
 @register(PAPER_EXPNET)
 class ExpNetMethod(LearnedMethod):
     """The paper's ExpNet (SPEC §5-6): token probabilities from the explained classifier's attention only
-    (2H inputs: [CLS] -> token and token -> [CLS] per head of one layer)."""
+    (2H inputs: [CLS] -> token and token -> [CLS] per head of one layer). Class-agnostic: the same map for every
+    target and contrast."""
+
+    class_agnostic = True  # its attention columns read no gradient
 
 
 @register(EXPNET_PLUS)

@@ -39,7 +39,8 @@ def zero_padding(scores: torch.Tensor, attention_mask: torch.Tensor) -> torch.Te
 
 class PassMethod(AttributionMethod):
     """A method whose scores are a function of one pass of the classifier (`needs`: what it reads of it). With
-    `batch.target` None it explains the class the pass predicts and returns the pass's logits."""
+    `batch.target` None it explains the class the pass predicts and returns the pass's logits; with `batch.contrast`
+    the pass's gradients are of the target's margin over the contrast class (`objective.py`)."""
 
     needs: ClassVar[frozenset[str]] = frozenset()
     classifies = True

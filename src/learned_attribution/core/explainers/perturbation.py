@@ -1,11 +1,12 @@
 """Perturbation-family baselines (SPEC §8): Occlusion, LIME and KernelSHAP, all via captum.
 
 A "removed" token is replaced by `batch.mask_token_id`. Every method watches the softmax probability of
-`batch.target`. Examples are explained one at a time, on their real tokens only (padding is cut off, so
-it can neither be perturbed nor leak into the scores), and captum only ever sees the example's
-*content* tokens (real, non-special): the forward function puts them back between the special tokens
-before calling the classifier, so [CLS]/[SEP] are never perturbed and are not features of the
-surrogate models. Perturbed copies go through the classifier `batch_size` at a time.
+`batch.target`, or with `batch.contrast` the difference p[target] - p[contrast] (`objective.py`). Examples are
+explained one at a time, on their real tokens only (padding is cut off, so it can neither be perturbed nor leak
+into the scores), and captum only ever sees the example's *content* tokens (real, non-special): the forward
+function puts them back between the special tokens before calling the classifier, so [CLS]/[SEP] are never
+perturbed and are not features of the surrogate models. Perturbed copies go through the classifier `batch_size` at
+a time.
 
 LIME follows the `lime` package's text explainer: the original plus samples with a uniformly drawn
 number (1..n) of tokens removed, exponential kernel on 100 x cosine distance with width 25, and a
@@ -28,6 +29,7 @@ from .base import Attribution, Batch, AttributionMethod, register
 from learned_attribution.core.models.runner import eval_mode
 
 from .gradient import require_positive_int
+from .objective import check_batch, explained_probability
 
 
 @dataclass
@@ -48,16 +50,17 @@ def content_view(batch: Batch, row: int) -> ContentView:
                        positions=real_positions[~real_special])
 
 
-def target_probability_of_content(model: torch.nn.Module, view: ContentView,
-                                  target: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """`content_ids [k, n] -> [k]`: target-class probability with the content tokens put back in place."""
+def target_probability_of_content(model: torch.nn.Module, view: ContentView, target: int,
+                                  contrast: int | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`content_ids [k, n] -> [k]`: target-class probability (with `contrast`: minus the contrast's,
+    `explained_probability`) with the content tokens put back in place."""
 
     def forward(content_ids: torch.Tensor) -> torch.Tensor:
         input_ids = view.real_ids.expand(content_ids.shape[0], -1).clone()
         input_ids[:, view.content] = content_ids
         with torch.no_grad():
             logits = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits
-        return torch.softmax(logits.float(), dim=-1)[:, target]
+        return explained_probability(logits, target, contrast)
 
     return forward
 
@@ -100,6 +103,7 @@ class _PerturbationMethod(AttributionMethod):
         raise NotImplementedError
 
     def explain(self, model: torch.nn.Module, batch: Batch) -> Attribution:
+        check_batch(batch)  # the classes' range is checked on the first forward pass (`explained_probability`)
         scores = torch.zeros(batch.input_ids.shape, dtype=torch.float32, device=batch.input_ids.device)
         rows_spent = 0
         with eval_mode(model):
@@ -107,7 +111,8 @@ class _PerturbationMethod(AttributionMethod):
                 view = content_view(batch, row)
                 if view.content.numel() == 0:
                     continue
-                forward = target_probability_of_content(model, view, int(batch.target[row]))
+                contrast = None if batch.contrast is None else int(batch.contrast[row])
+                forward = target_probability_of_content(model, view, int(batch.target[row]), contrast)
                 content_scores, calls = self.explain_content(forward, view.real_ids[view.content][None],
                                                              batch.mask_token_id)
                 scores[row, view.positions] = content_scores.float().to(scores.device)

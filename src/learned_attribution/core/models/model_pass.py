@@ -13,6 +13,8 @@ The pieces:
   replaced by given values: Integrated Gradients feeds its interpolation steps through it).
 - `BlockInputLeaf`: a hook that records the hidden states entering one block, optionally as the graph's leaf.
 - `frozen_weights`: eval mode and weights without gradients for the duration of a pass.
+- `explained_logit`: what every gradient here (and Integrated Gradients') differentiates: the target class's logit,
+  or with a contrast class its margin over it (`core/explainers/objective.py` states every family's objective).
 - `run_pass`: the pass itself.
 
 Cost: the weights are frozen during a pass, so the autograd graph starts at a leaf, the lowest tensor
@@ -55,6 +57,7 @@ class PassInputs:
     input_ids: torch.Tensor  # [B, T] long
     attention_mask: torch.Tensor  # [B, T], 1 = real token
     target: torch.Tensor | None = None  # [B] the class to explain; None: the predicted class
+    contrast: torch.Tensor | None = None  # [B] a contrast class per row (needs `target`); None: no contrast
 
 
 @dataclass
@@ -65,6 +68,7 @@ class ModelPass:
 
     logits: torch.Tensor  # [B, C]
     target: torch.Tensor  # [B] the explained class: `batch.target`, or the predicted class when it is None
+    contrast: torch.Tensor | None = None  # [B] the contrast class the gradients are a margin over (None: none)
     attentions: list[torch.Tensor] | None = None
     attention_gradients: list[torch.Tensor] | None = None
     hidden_states: list[torch.Tensor] | None = None
@@ -152,16 +156,46 @@ def frozen_weights(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
                 parameter.requires_grad_(flag)
 
 
+def explained_logit(logits: torch.Tensor, target: torch.Tensor, contrast: torch.Tensor | None = None) -> torch.Tensor:
+    """[B, 1] what a gradient explains per row: logit[target], or with a `contrast`, logit[target] - logit[contrast]
+    (the target's margin over the contrast). Computed in the dtype of `logits`; without a contrast exactly the
+    gather it always was, so every score without one is unchanged to the last bit."""
+    explained = logits.gather(1, target[:, None])
+    if contrast is None:
+        return explained
+    return explained - logits.gather(1, contrast.to(logits.device)[:, None])
+
+
 def check_batch(batch: PassInputs) -> None:
-    """A clear error for a batch whose tensors disagree in shape."""
+    """A clear error for a batch whose tensors disagree in shape, or whose contrast cannot be explained: a contrast
+    needs a target (a margin of a given class) and differs from it in every row."""
     if batch.input_ids.ndim != 2:
         raise ValueError(f"batch.input_ids must be [B, T]; got shape {tuple(batch.input_ids.shape)}")
     if batch.attention_mask.shape != batch.input_ids.shape:
         raise ValueError(f"batch.attention_mask shape {tuple(batch.attention_mask.shape)} differs from "
                          f"batch.input_ids shape {tuple(batch.input_ids.shape)}")
-    if batch.target is not None and batch.target.shape != (batch.input_ids.shape[0],):
-        raise ValueError(f"batch.target must be [B] = [{batch.input_ids.shape[0]}]; got shape "
-                         f"{tuple(batch.target.shape)}")
+    for name in ("target", "contrast"):
+        classes = getattr(batch, name, None)
+        if classes is not None and classes.shape != (batch.input_ids.shape[0],):
+            raise ValueError(f"batch.{name} must be [B] = [{batch.input_ids.shape[0]}]; got shape "
+                             f"{tuple(classes.shape)}")
+    contrast = getattr(batch, "contrast", None)
+    if contrast is None:
+        return
+    if batch.target is None:
+        raise ValueError("batch.contrast needs batch.target: a margin is of a given class over the contrast")
+    same = (contrast.to(batch.target.device) == batch.target).nonzero().flatten().tolist()
+    if same:
+        raise ValueError(f"batch.contrast equals batch.target in rows {same}: a class has no margin over itself")
+
+
+def check_classes(batch: PassInputs, num_labels: int) -> None:
+    """Refuse a target or contrast class outside 0..num_labels-1."""
+    for name in ("target", "contrast"):
+        classes = getattr(batch, name, None)
+        if classes is not None and ((classes < 0) | (classes >= num_labels)).any():
+            raise ValueError(f"batch.{name} holds {classes.tolist()}, outside 0..{num_labels - 1} "
+                             f"for a {num_labels}-class model")
 
 
 def _check_needs(model: torch.nn.Module, needs: frozenset[str], block: int | None) -> None:
@@ -180,8 +214,9 @@ def run_pass(model: torch.nn.Module, batch: PassInputs, needs: Iterable[str], *,
              float32: bool = True) -> ModelPass:
     """One pass of `model` on `batch` (a `PassInputs`, or anything with its fields) providing `needs` (a subset of
     `NEEDS`; the block needs at block `block`), the gradients of each row's explained logit (`batch.target`, or the
-    predicted class). `float32=False` keeps every tensor in the dtype the model computed it in (the ExpNet+
-    signals compute in it). Attentions need an eager-attention model (`NoAttentionsError` otherwise)."""
+    predicted class; with `batch.contrast`, its margin over that class: `explained_logit`). `float32=False` keeps
+    every tensor in the dtype the model computed it in (the ExpNet+ signals compute in it). Attentions need an
+    eager-attention model (`NoAttentionsError` otherwise)."""
     needs = frozenset(needs)
     _check_needs(model, needs, block)
     check_batch(batch)
@@ -203,11 +238,10 @@ def run_pass(model: torch.nn.Module, batch: PassInputs, needs: Iterable[str], *,
         if attentions is not None and (not attentions or any(a is None for a in attentions)):
             raise NoAttentionsError(no_attentions_message(model))
         logits = output.logits
-        num_labels = logits.shape[-1]
-        if batch.target is not None and ((batch.target < 0) | (batch.target >= num_labels)).any():
-            raise ValueError(f"batch.target holds {batch.target.tolist()}, outside 0..{num_labels - 1} "
-                             f"for a {num_labels}-class model")
+        check_classes(batch, logits.shape[-1])
         target = logits.detach().argmax(dim=-1) if batch.target is None else batch.target.to(device)
+        contrast = getattr(batch, "contrast", None)
+        contrast = None if contrast is None else contrast.to(device)
         hidden = list(output.hidden_states) if hidden_needed else None
         wrt: dict[str, list[torch.Tensor]] = {}
         if ATTENTION_GRADIENTS in needs:
@@ -225,17 +259,17 @@ def run_pass(model: torch.nn.Module, batch: PassInputs, needs: Iterable[str], *,
         if wrt:
             # One backward pass for every tensor asked for. autograd.grad, not backward(): the model's parameter
             # .grad stay untouched, and a tensor that is not on the path to the logits fails loudly. The sum over
-            # rows of each row's target logit (gathered in float32: the gradient of a sum is exact in any dtype)
-            # gives every row its own gradient (rows never interact).
+            # rows of each row's explained logit (in float32: the gradient of a sum is exact in any dtype) gives
+            # every row its own gradient (rows never interact).
             flat = [tensor for tensors in wrt.values() for tensor in tensors]
-            grads = iter(torch.autograd.grad(logits.float().gather(1, target[:, None]).sum(), flat))
+            grads = iter(torch.autograd.grad(explained_logit(logits.float(), target, contrast).sum(), flat))
             gradients = {key: [cast(next(grads)) for _ in tensors] for key, tensors in wrt.items()}
 
     def one(key: str) -> torch.Tensor | None:
         return gradients[key][0] if key in gradients else None
 
     return ModelPass(
-        logits=logits.detach(), target=target,
+        logits=logits.detach(), target=target, contrast=contrast,
         attentions=[cast(a) for a in attentions] if ATTENTIONS in needs else None,
         attention_gradients=gradients.get(ATTENTION_GRADIENTS),
         hidden_states=[cast(h) for h in hidden] if HIDDEN_STATES in needs else None,

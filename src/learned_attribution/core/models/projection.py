@@ -54,7 +54,10 @@ def project_batch(words: Sequence[Sequence[str]], rationales: Sequence[Sequence[
     """
     word_lists = [list(w) for w in words]
     # Every word gets its word-start marker (a byte-level BPE tokenizer needs add_prefix_space for word lists).
-    encoded = prepare_tokenizer(tokenizer)(word_lists, is_split_into_words=True, add_special_tokens=False)
+    # verbose=False: transformers' "Token indices sequence length is longer than ..." warning is wrong here, since
+    # the ids are cut to max_length below, and the caller warns about truncation once, in its own words.
+    encoded = prepare_tokenizer(tokenizer)(word_lists, is_split_into_words=True, add_special_tokens=False,
+                                           verbose=False)
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     out: dict[str, list] = {"input_ids": [], "word_ids": [], "token_labels": [], "truncated": []}
     counts = counts if counts is not None else ProjectionCounts()

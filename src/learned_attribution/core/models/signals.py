@@ -34,7 +34,9 @@ per-token network over scalar signals alone sees nothing of a token's neighbours
 
 Gradients are of the explained (predicted) class's logit, so the signed columns (`signed_columns`: attention x
 gradient, gradient . input) flip with the prediction: on a mispredicted example they point away from the
-evidence for the true class, while the norms do not.
+evidence for the true class, while the norms do not. With a contrast class (`signals_and_logits(contrast=...)`) they
+are of the target's margin over it, logit[target] - logit[contrast] (`model_pass.explained_logit`). The sets
+without a gradient (`GRADIENT_SETS` aside) are the same for every class.
 
 Every set reads one pass of the classifier (`model_pass.run_pass`, the engine the pass baselines of
 `core/explainers/passes.py` read too; `pass_needs`: what the sets ask of it). Only the sets that need them run a
@@ -166,10 +168,11 @@ def token_vocabulary(tokenizer) -> TokenVocabulary:
 
 
 def token_signals(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, target: torch.Tensor,
-                  feature_sets: Sequence[str], layer: int = -1,
-                  vocabulary: TokenVocabulary | None = None) -> torch.Tensor:
+                  feature_sets: Sequence[str], layer: int = -1, vocabulary: TokenVocabulary | None = None, *,
+                  contrast: torch.Tensor | None = None) -> torch.Tensor:
     """[B, T, F] float32 signals for `feature_sets` (columns as `columns_for`), one pass of the classifier."""
-    return signals_and_logits(model, input_ids, attention_mask, target, feature_sets, layer, vocabulary)[0]
+    return signals_and_logits(model, input_ids, attention_mask, target, feature_sets, layer, vocabulary,
+                              contrast=contrast)[0]
 
 
 def signal_rows(model: torch.nn.Module, tokenizer, examples, feature_sets: Sequence[str], layer: int = -1,
@@ -206,9 +209,11 @@ def explained_block(layer: int, n_layers: int) -> int:
 
 def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        target: torch.Tensor | None, feature_sets: Sequence[str], layer: int = -1,
-                       vocabulary: TokenVocabulary | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                       vocabulary: TokenVocabulary | None = None, *,
+                       contrast: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_signals` and the classifier's logits [B, C] of the same pass; `target=None` explains the
-    predicted class (read from those logits), so classifying and explaining new text is one pass."""
+    predicted class (read from those logits), so classifying and explaining new text is one pass; `contrast` [B]
+    (needs a target): the gradient sets explain the target's margin over that class."""
     unknown = set(feature_sets) - set(KNOWN_SETS)
     if unknown:
         raise ValueError(f"unknown feature sets {sorted(unknown)}; known: {list(KNOWN_SETS)}")
@@ -217,8 +222,8 @@ def signals_and_logits(model: torch.nn.Module, input_ids: torch.Tensor, attentio
     device = model_device(model)  # every signal part on the model's device (position flags included)
     input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
     # Every set's columns in the dtype the model computed them in, cast to float32 once at the end.
-    run = run_pass(model, PassInputs(input_ids, attention_mask, target), pass_needs(feature_sets), block=layer,
-                   float32=False)
+    run = run_pass(model, PassInputs(input_ids, attention_mask, target, contrast), pass_needs(feature_sets),
+                   block=layer, float32=False)
     attentions = run.attentions
     parts = []
     for name in feature_sets:

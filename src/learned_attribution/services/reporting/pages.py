@@ -91,16 +91,23 @@ def explanation_page(title: str, explanations: Sequence, methods: Sequence[str])
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>"
              f"{PAGE_STYLE} .r{{text-decoration:underline;text-decoration-thickness:2px}} "
              ".typed{white-space:pre-wrap}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1><p>Words coloured by each method's score for the predicted class (hover "
-             "for the value): unsigned methods from white to full colour within the text; signed methods ("
-             f"{', '.join(sorted(signed)) or 'none here'}) on a diverging scale, red for and blue against the "
-             "predicted class. Underlined: the method's own rationale. Grey: no score (cut by truncation).</p>"]
+             f"<h1>{html.escape(title)}</h1><p>Words coloured by each method's score for the class each text's "
+             "heading says it explains (the predicted class unless another was asked for; hover for the value): "
+             "unsigned methods from white to full colour within the text; signed methods ("
+             f"{', '.join(sorted(signed)) or 'none here'}) on a diverging scale, red for and blue against that "
+             "class. Underlined: the method's own rationale. Grey: no score (cut by truncation).</p>"]
     for explanation in explanations:
         unknown = (f" — mostly unknown tokens ({explanation.unknown_share:.0%})"
                    if getattr(explanation, "mostly_unknown", False) else "")
+        explained = getattr(explanation, "explained_label", None) or explanation.label
+        contrast = getattr(explanation, "contrast_label", None)
+        explains = ("the predicted class" if getattr(explanation, "explains_predicted", True) else
+                    f"{html.escape(explained)}{f' over {html.escape(contrast)}' if contrast else ''}")
+        agnostic = ", ".join(getattr(explanation, "class_agnostic", None) or [])
         heading = (f"{html.escape(str(explanation.id)) + ': ' if explanation.id is not None else ''}predicted "
-                   f"{html.escape(explanation.label)} (p = {explanation.probability:.3f})"
-                   f"{' — truncated' if explanation.truncated else ''}{unknown}")
+                   f"{html.escape(explanation.label)} (p = {explanation.probability:.3f}); explains {explains}"
+                   f"{' — truncated' if explanation.truncated else ''}{unknown}"
+                   f"{f' — the same for every class: {html.escape(agnostic)}' if agnostic else ''}")
         parts.append(f"<h3>{heading}</h3><table>")
         offsets = getattr(explanation, "offsets", None)
         for method in methods:
