@@ -309,7 +309,7 @@ def test_evaluate_external_on_smoke_writes_the_metrics_table_and_one_mlflow_run(
     assert len(runs) == 1
     run = runs[0]
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == "pytest_external_rationales: sst2 classifier, heldout_sst2 ExpNet"
+    assert run.info.run_name == "pytest_external_rationales.jsonl: sst2 classifier, heldout_sst2 ExpNet"  # its chart's title
     params = run.data.params
     assert params["file"] == str(source) and params["file_resolved"] == str(source.resolve())
     assert params["classifier_task"] == "sst2" and params["expnet_fold"] == "heldout_sst2"
