@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import pytest
 
+from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES
+
 PLANTED_WORDS = ("good", "bad", "fun")  # the word that drives class 0, 1, 2
 PLANTED_TEXT = "The film good was bad and it fun ."  # holds all three, none first (byte-level BPE's bare first word)
 PLANTED_HIDDEN, PLANTED_HEADS = 24, 3
@@ -160,3 +162,15 @@ def planted_text() -> str:
 def input_gradient_blind() -> tuple[str, ...]:
     """The families whose input x gradient is 0 at every token (`INPUT_GRADIENT_BLIND`)."""
     return INPUT_GRADIENT_BLIND
+
+
+# The planted-class tests (test_target_classes.py, test_contrast_classes.py) run once per family on its planted
+# classifier; test_every_family.py defines its own `family` and `classifier` over the known-answer classifiers.
+@pytest.fixture(scope="module", params=SUPPORTED_MODEL_TYPES)
+def family(request) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def classifier(family, planted_classifier):
+    return planted_classifier(family)

@@ -17,7 +17,6 @@ import torch
 from learned_attribution.core.explainers import build_method
 from learned_attribution.core.explainers.apply import tokenizer_batch
 from learned_attribution.core.explainers.passes import explain_together
-from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES
 from learned_attribution.core.models.signals import (GRADIENT_SETS, model_columns, signals_and_logits, signed_columns,
                                                      token_vocabulary)
 
@@ -26,16 +25,6 @@ TARGETS, CONTRASTS = [0, 2, 1], [1, 0, 2]
 CHEAP = {"integrated_gradients": {"n_steps": 16}, "lime": {"n_samples": 60, "seed": 5},
          "kernel_shap": {"n_samples": 60, "seed": 7}}
 LINEAR = ("input_x_gradient", "attcat", "integrated_gradients", "occlusion", "lime", "kernel_shap")
-
-
-@pytest.fixture(scope="module", params=SUPPORTED_MODEL_TYPES)
-def family(request) -> str:
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def classifier(family, planted_classifier):
-    return planted_classifier(family)
 
 
 @pytest.fixture(scope="module")

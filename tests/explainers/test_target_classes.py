@@ -16,7 +16,6 @@ import torch
 
 from learned_attribution.core.explainers import METHODS, build_method
 from learned_attribution.core.explainers.apply import tokenizer_batch
-from learned_attribution.core.models.architectures import SUPPORTED_MODEL_TYPES
 from learned_attribution.core.models.learned import (InputPipeline, LearnedModel, MLPSettings, Variant,
                                                      build_variant_network)
 from learned_attribution.core.models.signals import (GRADIENT_SETS, KNOWN_SETS, model_columns, signals_and_logits,
@@ -36,16 +35,6 @@ LEARNED_VARIANTS = {
     "student": Variant(name="student", feature_sets=("attention_stats", "saliency", "position", "hidden_state"),
                        objective="distill", stopping="example_spearman"),
 }
-
-
-@pytest.fixture(scope="module", params=SUPPORTED_MODEL_TYPES)
-def family(request) -> str:
-    return request.param
-
-
-@pytest.fixture(scope="module")
-def classifier(family, planted_classifier):
-    return planted_classifier(family)
 
 
 @pytest.fixture(scope="module")
