@@ -68,11 +68,13 @@ SHAPE_FREE_SETS = ("attention_stats", "attention_x_gradient_stats", "layer_gradi
 # amortized students), and not among the FEATURE_SETS the classifiers pipeline extracts for every rationale token.
 WIDE_SETS = ("hidden_state",)
 KNOWN_SETS = FEATURE_SETS + WIDE_SETS
-GRADIENT_SETS = frozenset({"attention_x_gradient", "attention_x_gradient_stats", "layer_gradient", "saliency"})
 # What a set reads of the pass beyond the attentions (`pass_needs`); the block needs are at the explained layer.
 _SET_NEEDS = {"attention_x_gradient": BLOCK_ATTENTION_GRADIENTS, "attention_x_gradient_stats": BLOCK_ATTENTION_GRADIENTS,
               "layer_gradient": BLOCK_INPUT_GRADIENTS, "saliency": EMBEDDING_GRADIENTS, "afn_norm": HIDDEN_STATES,
               "afn_norm_depths": HIDDEN_STATES, "hidden_state": HIDDEN_STATES}
+# The sets that run a backward pass (their values follow the explained class), read off what they need.
+GRADIENT_SETS = frozenset(name for name, need in _SET_NEEDS.items()
+                          if need in (BLOCK_ATTENTION_GRADIENTS, BLOCK_INPUT_GRADIENTS, EMBEDDING_GRADIENTS))
 RELATIVE_DEPTHS = (0.0, 1 / 3, 2 / 3, 1.0)
 _DEPTH_NAMES = tuple(f"d{round(100 * depth)}" for depth in RELATIVE_DEPTHS)
 
