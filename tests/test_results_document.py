@@ -60,7 +60,7 @@ def reports(tmp_path):
 def test_the_headline_row_has_the_numbers_of_the_reports(reports):
     table = headline_table(pd.read_csv(reports / "crosstask_metrics.csv"))
     header, rule, row = table.splitlines()
-    assert row == ("| sst2 (n = 100) | **0.800 [0.780, 0.820]** | 0.700 [0.680, 0.720] | "
+    assert row == ("| sst2 (n = 100) | predicted | **0.800 [0.780, 0.820]** | 0.700 [0.680, 0.720] | "
                    "saliency 0.750 [0.730, 0.770] | **0.450 [0.430, 0.470]** | 0.400 [0.380, 0.420] | "
                    "raw_attention 0.470 [0.450, 0.490] | 0.500, 0.410 | AUROC above, intervals apart; "
                    "F1 below (intervals overlap) |")

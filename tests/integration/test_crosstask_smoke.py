@@ -128,7 +128,7 @@ def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
         assert child.info.status == "FINISHED"
     for child in children:
         keys = set(child.data.metrics)
-        assert {"expnet_plus/matched/all/auroc", "expnet_paper/own/all/f1", "all_tokens/own/all/f1",
+        assert {"predicted/expnet_plus/matched/all/auroc", "predicted/expnet_paper/own/all/f1", "predicted/all_tokens/own/all/f1",
                 "kernel_shap/matched/sample/comprehensiveness", "classifier/rationale_test/accuracy",
                 "budget/rho"} <= keys
         assert child.data.params["held_out_task"] == child.info.run_name.removeprefix("heldout_")

@@ -43,9 +43,13 @@ def test_a_fourth_task_gets_a_fold_and_an_ablation_trained_on_the_other_three(fo
         reads["select_expnet_plus"] = set(_node(candidates, f"ablation_{task}.select_expnet_plus").inputs)
         assert {i for i in reads["train_expnet"] if i.endswith(".attention_features")} == \
             {f"{t}.attention_features" for t in others}
-        settings = {f"ablation_{task}.{name}" for name in ("candidates", "compute_settings")}
+        settings = {f"ablation_{task}.{name}" for name in ("candidates", "train_on", "compute_settings")}
         assert {i for i in reads["select_expnet_plus"] if not i.startswith("params:")} == \
-            {f"{t}.explainer_signals" for t in others} | {f"{fold}.budget"} | settings
+            {f"{t}.{signals}" for t in others for signals in ("explainer_signals", "gold_signals")} | \
+            {f"{fold}.budget"} | settings
+        # Gold-class signals of the training tasks only: the held-out task's labels choose no class to train on.
+        assert {i for i in reads["fit_expnet_plus"] if i.endswith(".gold_signals")} == \
+            {f"{t}.gold_signals" for t in others}
         assert {i for i in reads["fit_expnet_plus"] if i.endswith(".explainer_signals")} == \
             {f"{t}.explainer_signals" for t in NAMES}
         # The held-out task enters a fold's training only as its classifier's (unlabeled) signals.
@@ -53,7 +57,8 @@ def test_a_fourth_task_gets_a_fold_and_an_ablation_trained_on_the_other_three(fo
             {f"{task}.classifier", f"{task}.explainer_signals"}
         assert f"{task}.explainer_signals" not in reads["select_expnet_plus"] | reads["train_expnet"]
         assert not training & set(_node(pipeline, f"{fold}.score_fold").inputs)
-    assert _node(pipeline, "combine_folds").inputs == [f"heldout_{t}.fold_metrics" for t in NAMES]
+    assert _node(pipeline, "combine_folds").inputs == [f"heldout_{t}.{table}" for t in NAMES
+                                                       for table in ("fold_metrics", "gold_metrics")]
     assert _node(pipeline, "combine_classifier_metrics").inputs == [f"{t}.classifier_metrics" for t in NAMES]
 
 

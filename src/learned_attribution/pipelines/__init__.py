@@ -6,6 +6,8 @@ from typing import Callable
 
 import pandas as pd
 
+from learned_attribution.core.data.modes import rows_in_mode
+
 Parts = dict[str, Callable[[], pd.DataFrame]]  # a partitioned dataset's parts, loaded on demand
 
 
@@ -20,3 +22,12 @@ def bind(function, **fixed):
 def token_table(parts: Parts) -> pd.DataFrame:
     """A task's token rows from its partitions, in part order."""
     return pd.concat([load() for _, load in sorted(parts.items())], ignore_index=True)
+
+
+def tables_in_mode(training: tuple, mode: str) -> list[pd.DataFrame]:
+    """Each training task's signal table in `mode` (`modes.rows_in_mode`), from `training` given flat as each task's
+    signal parts followed by its gold-class signal rows."""
+    if len(training) % 2:
+        raise ValueError(f"training signals come in pairs (signal parts, gold-class signals), got {len(training)} "
+                         "inputs")
+    return [rows_in_mode(token_table(training[i]), training[i + 1], mode) for i in range(0, len(training), 2)]

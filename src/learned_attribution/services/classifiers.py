@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 
+from learned_attribution.core.data.modes import GOLD, in_mode, recomputed
 from learned_attribution.core.models.classifier import classification_metrics, fine_tune, seed_everything
 from learned_attribution.core.models.features import extract_attention_features, frame_token_ids
 from learned_attribution.core.models.loading import TrainedClassifier, load_encoder, load_tokenizer, new_classifier
@@ -109,6 +110,23 @@ def signal_parts(classifier: TrainedClassifier, predictions: pd.DataFrame, featu
     chunks = signal_rows(model, classifier.tokenizer, predictions, list(FEATURE_SETS), layer, features.batch_size,
                          features.chunk_size)
     return parts(chunks, len(predictions), features.chunk_size)
+
+
+def gold_signal_table(classifier: TrainedClassifier, predictions: pd.DataFrame, features: FeatureSettings, layer: int,
+                      compute: ComputeSettings) -> pd.DataFrame:
+    """Every feature set for the rationale examples the classifier mispredicted, each explained for its gold class
+    (`modes.recomputed`: `explained` = its label): with `signal_parts`, the signals of gold mode (a correct example's
+    are the same in both modes, so only these are computed twice). Empty, with the same columns, when every
+    example is predicted correctly."""
+    model = compute.place(classifier.model)
+    wrong = recomputed(predictions)
+    rows = wrong if len(wrong) else in_mode(predictions.head(1), GOLD)  # one example's rows give the columns
+    tables = list(signal_rows(model, classifier.tokenizer, rows, list(FEATURE_SETS), layer, features.batch_size,
+                              features.chunk_size, description="gold-class signals"))
+    table = pd.concat(tables, ignore_index=True)
+    logger.info("%s: gold-class signals of the %d mispredicted rationale examples", predictions["task"].iloc[0],
+                len(wrong))
+    return table if len(wrong) else table.iloc[:0]
 
 
 def attention_feature_parts(signals: dict[str, Callable[[], pd.DataFrame]], classifier: TrainedClassifier,

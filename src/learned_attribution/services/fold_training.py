@@ -11,6 +11,7 @@ from typing import Sequence
 import pandas as pd
 import torch
 
+from learned_attribution.core.data.modes import CORRECT_ONLY
 from learned_attribution.core.models.artifacts import explainer_context
 from learned_attribution.core.models.features import feature_names
 from learned_attribution.core.models.learned import (LearnedModel, TrainingSettings, Variant, fit_variant,
@@ -29,13 +30,14 @@ def rationale_tokens(table: pd.DataFrame, role: str) -> pd.DataFrame:
     return rows[rows.groupby("example_id")["token_label"].transform("sum") > 0]
 
 
-def training_tokens(table: pd.DataFrame, role: str) -> pd.DataFrame:
-    """Tokens of correctly predicted examples with a non-empty rationale (SPEC §1, §4). A training task
-    without any is an error: a fold trained silently on one task would report wrong numbers."""
-    kept = rationale_tokens(table[table["correct"]], role)
+def training_tokens(table: pd.DataFrame, role: str, examples: str = CORRECT_ONLY) -> pd.DataFrame:
+    """Tokens of the examples with a non-empty rationale (SPEC §1, §4): the correctly predicted ones (`correct`, the
+    paper's filter) or all (`all`). A training task without any is an error: a fold trained silently on one task
+    would report wrong numbers."""
+    kept = rationale_tokens(table[table["correct"]] if examples == CORRECT_ONLY else table, role)
     if kept.empty:
         task = table["task"].iloc[0] if len(table) else "a training task"
-        raise ValueError(f"{task} contributes no {role} token rows (correctly predicted, with a rationale) to this "
+        raise ValueError(f"{task} contributes no {role} token rows ({examples} examples, with a rationale) to this "
                          f"fold ({len(table)} token rows read): its feature or signal partitions are incomplete "
                          "or empty; rerun `kedro run --pipeline classifiers` for it")
     return kept
@@ -88,12 +90,14 @@ def train_paper_expnet(tables: Sequence[pd.DataFrame], recipe: ExpnetRecipe, cla
     return model, history, budget
 
 
-def signal_tables(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """A training task's ExpNet+ token rows: `train`/`val` (correct predictions with a non-empty rationale, as for
-    ExpNet: what the networks train and stop early on), `val_all` (every validation example with a rationale,
-    mispredicted ones too: what the selection scores, as the held-out test set is scored) and `unlabeled` (every
-    rationale token row, signals only)."""
-    return {"train": training_tokens(table, "rationale_train"), "val": training_tokens(table, "rationale_val"),
+def signal_tables(table: pd.DataFrame, examples: str = CORRECT_ONLY) -> dict[str, pd.DataFrame]:
+    """A training task's ExpNet+ token rows (`table`: its signals in the mode they train on, `modes.rows_in_mode`):
+    `train`/`val` (the `examples` with a non-empty rationale: the correct predictions, as for ExpNet, or all: what the
+    networks train and stop early on), `val_all` (every validation example with a rationale, mispredicted ones too:
+    what the selection scores, as the held-out test set is scored) and `unlabeled` (every rationale token row,
+    signals only)."""
+    return {"train": training_tokens(table, "rationale_train", examples),
+            "val": training_tokens(table, "rationale_val", examples),
             "val_all": rationale_tokens(table, "rationale_val"), "unlabeled": table.drop(columns=["token_label"])}
 
 
@@ -119,11 +123,12 @@ def fit_cross_task(variant: Variant, sources: Sequence[dict[str, pd.DataFrame]],
                        columns=columns, rho=rho, settings=settings, device=device)
 
 
-def cross_task_inputs(training: Sequence[pd.DataFrame], held_out: pd.DataFrame
+def cross_task_inputs(training: Sequence[pd.DataFrame], held_out: pd.DataFrame, examples: str = CORRECT_ONLY
                       ) -> tuple[list[dict[str, pd.DataFrame]], pd.DataFrame, dict[str, pd.DataFrame]]:
-    """What `fit_cross_task` reads for the held-out classifier: the training tasks' `signal_tables` parts, the
-    held-out signals unlabeled (its token labels dropped here), and every task's unlabeled rows by task."""
-    parts = [signal_tables(table) for table in training]
+    """What `fit_cross_task` reads for the held-out classifier: the training tasks' `signal_tables` parts (of
+    `examples`), the held-out signals unlabeled (its token labels dropped here), and every task's unlabeled rows by
+    task."""
+    parts = [signal_tables(table, examples) for table in training]
     check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
     target = held_out.drop(columns=["token_label"])
     stats = {p["unlabeled"]["task"].iloc[0]: p["unlabeled"] for p in parts} | {target["task"].iloc[0]: target}
@@ -131,10 +136,11 @@ def cross_task_inputs(training: Sequence[pd.DataFrame], held_out: pd.DataFrame
 
 
 def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: ExpnetPlusCandidates,
-                       device: torch.device) -> pd.DataFrame:
+                       device: torch.device, examples: str = CORRECT_ONLY) -> pd.DataFrame:
     """Leave-one-training-task-out validation of every ExpNet+ candidate on the fold's training tasks (`training`:
-    each one's signal table; the held-out task is not an argument); `selected`: the best mean validation AUROC."""
-    parts = [signal_tables(table) for table in training]
+    each one's signal table, trained on its `examples`; the held-out task is not an argument); `selected`: the best
+    mean validation AUROC."""
+    parts = [signal_tables(table, examples) for table in training]
     check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
     columns = candidate_columns(training[0], recipes.variants)
     tables = {p["unlabeled"]["task"].iloc[0]: p for p in parts}
@@ -147,11 +153,13 @@ def select_expnet_plus(training: Sequence[pd.DataFrame], rho: float, recipes: Ex
 
 def fit_expnet_plus(training: Sequence[pd.DataFrame], held_out: pd.DataFrame, budget: dict[str, float],
                     variants: Sequence[Variant], settings: TrainingSettings, classifier, *, fold: str, layer: int,
-                    encoder: str, max_length: int, device: torch.device) -> dict[str, LearnedModel]:
-    """Each of `variants` retrained on all the training tasks (early stopping on their validation rows) for the
-    held-out classifier, whose signals (`held_out`) enter unlabeled (its token labels are dropped here; the
-    `classifier` is only read for its shape, recorded in each saved variant's context)."""
-    parts, target, stats = cross_task_inputs(training, held_out)
+                    encoder: str, max_length: int, device: torch.device, examples: str = CORRECT_ONLY
+                    ) -> dict[str, LearnedModel]:
+    """Each of `variants` retrained on all the training tasks' `examples` (`training`: their signal tables in the mode
+    trained on; early stopping on their validation rows) for the held-out classifier, whose signals (`held_out`,
+    predicted mode: its labels are not known when new text is explained) enter unlabeled (its token labels are
+    dropped here; the `classifier` is only read for its shape, recorded in each saved variant's context)."""
+    parts, target, stats = cross_task_inputs(training, held_out, examples)
     columns = candidate_columns(training[0], variants)
     context = fold_context(classifier, fold, sorted(p["train"]["task"].iloc[0] for p in parts), budget["rho"], layer,
                            encoder, max_length)

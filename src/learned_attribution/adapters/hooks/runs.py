@@ -63,13 +63,15 @@ class RunKind:
 
 
 def metric_entries(metrics: pd.DataFrame) -> dict[str, float]:
-    """`method/rule/subset/metric` -> value for every finite number of a metric table."""
+    """`mode/method/rule/subset/metric` -> value for every finite number of a metric table (`mode`: predicted or
+    gold, `core/data/modes.py`; a table without modes gives `method/rule/subset/metric`)."""
     entries = {}
     for row in metrics.to_dict("records"):
+        mode = f"{row['mode']}/" if isinstance(row.get("mode"), str) else ""
         for name in METRIC_FIELDS:
             value = row.get(name)
             if value is not None and pd.notna(value):
-                entries[f"{row['method']}/{row['rule']}/{row['subset']}/{name}"] = float(value)
+                entries[f"{mode}{row['method']}/{row['rule']}/{row['subset']}/{name}"] = float(value)
     return entries
 
 
@@ -93,7 +95,8 @@ def both(*actions: Action) -> Action:
 
 
 def metric_table(artifact: str) -> Action:
-    """A metric table (the scoring protocol's schema): every number as `method/rule/subset/metric`, and the CSV."""
+    """A metric table (the scoring protocol's schema): every number as `mode/method/rule/subset/metric`, and the
+    CSV."""
     return both(lambda run, data, logged: run.metrics(metric_entries(data)), table(artifact))
 
 
@@ -139,7 +142,7 @@ FOLD = RunKind(
                                       "held_out_task": held_out_task(namespace),
                                       "training_tasks": ",".join(t for t in TASKS if FOLD_PREFIX + t != namespace)},
     child=True,
-    outputs={"fold_metrics": metric_table("fold_metrics.csv"),
+    outputs={"fold_metrics": metric_table("fold_metrics.csv"), "gold_metrics": metric_table("gold_metrics.csv"),
              "budget": lambda run, data, logged: run.metrics({f"budget/{k}": float(v) for k, v in data.items()}),
              "metrics_plot": figure("metrics.png"), "cost_plot": figure("cost_vs_plausibility.png"),
              "heatmaps": text("heatmaps.html"),

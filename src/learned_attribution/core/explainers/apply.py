@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from learned_attribution.core.data.modes import explained_classes
 from learned_attribution.core.models.architectures import mask_token_id
 from learned_attribution.core.models.features import frame_token_ids
 from learned_attribution.core.models.runner import eval_mode, iter_batches, model_device
@@ -45,7 +46,8 @@ class ExplainRun:
 def explain_examples(model: torch.nn.Module, tokenizer, examples: pd.DataFrame,
                      methods: dict[str, AttributionMethod], batch_size: int,
                      timing: pd.DataFrame | None = None) -> ExplainRun:
-    """Every method on every example (scores for the `predicted` class), in process.
+    """Every method on every example (scores for the class each is explained for: `modes.explained_classes`), in
+    process.
 
     Without `timing`, each method runs alone and is timed on every example. With `timing` (some of the examples),
     the methods that read one pass of the classifier (`passes.PassMethod`) share it, one forward and one backward
@@ -129,7 +131,7 @@ def _failures(methods: Mapping[str, AttributionMethod], example_id) -> list[dict
 
 
 def _explain_rows(model, tokenizer, rows: pd.DataFrame, methods: Mapping[str, AttributionMethod]) -> list[dict]:
-    batch = tokenizer_batch(list(rows["input_ids"]), rows["predicted"].tolist(), tokenizer).to(model_device(model))
+    batch = tokenizer_batch(list(rows["input_ids"]), explained_classes(rows).tolist(), tokenizer).to(model_device(model))
     with eval_mode(model):
         attributions = explain_together(model, batch, methods)
     keep = ~batch.special_mask.cpu().numpy()

@@ -8,6 +8,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from learned_attribution.core.data.modes import EXPLAINED, explained_classes
+
 from .runner import eval_mode, forward, iter_batches, pad_batch
 
 
@@ -62,15 +64,17 @@ def extract_token_rows(examples: pd.DataFrame, compute: Callable[[torch.Tensor, 
     """Yield one token-per-row feature table per chunk of `chunk_size` examples (memory stays bounded).
 
     `compute(input_ids, attention_mask, target)` returns [B, T, len(names)] features of a padded batch;
-    `target` is the example's `predicted` class (0 when absent). `examples` needs `example_id`,
+    `target` is the class the example is explained for (`modes.explained_classes`: `explained`, else `predicted`,
+    else 0). `examples` needs `example_id`,
     `input_ids` and `token_labels`; the columns in `carry` below are copied onto every token row.
     """
-    carry = [c for c in ("task", "role", "split", "label", "predicted", "probability", "correct") if c in examples]
+    carry = [c for c in ("task", "role", "split", "label", "predicted", "probability", "correct", EXPLAINED)
+             if c in examples]
     progress = tqdm(total=len(examples), desc=description, leave=False)
     for start in range(0, len(examples), chunk_size):
         chunk = examples.iloc[start:start + chunk_size]
         ids = list(chunk["input_ids"].map(list))
-        targets = chunk["predicted"].to_numpy() if "predicted" in chunk else np.zeros(len(chunk), dtype=int)
+        targets = explained_classes(chunk)
         parts = []
         for batch in iter_batches(ids, batch_size):
             input_ids, attention_mask = pad_batch([ids[i] for i in batch], pad_token_id)

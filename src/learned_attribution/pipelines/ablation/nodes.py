@@ -12,13 +12,16 @@ import pandas as pd
 
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
-from learned_attribution.pipelines import Parts, token_table
+from learned_attribution.core.data.modes import TrainingExamples
+from learned_attribution.pipelines import Parts, tables_in_mode, token_table
 from learned_attribution.services import fold_training
 from learned_attribution.services.config import (ComputeSettings, ExpnetPlusCandidates, ScoringSettings,
-                                                 compute_settings, encoder_name, expnet_plus_candidates,
-                                                 folds_expnet_plus, scoring_settings)
+                                                 TrainingGridSettings, compute_settings, encoder_name,
+                                                 expnet_plus_candidates, folds_expnet_plus, scoring_settings,
+                                                 training_grid_settings)
 from learned_attribution.services.evaluation import ablation as ablation_scoring
 from learned_attribution.services.evaluation import cost, protocol
+from learned_attribution.services.evaluation import training_grid as grid_scoring
 from learned_attribution.services.reporting import charts
 
 logger = logging.getLogger(__name__)
@@ -26,28 +29,50 @@ logger = logging.getLogger(__name__)
 
 def ablation_settings(ablation: dict[str, Any], crosstask: dict[str, Any], variants: dict[str, Any], layer: int,
                       seed: int, compute: dict[str, Any]
-                      ) -> tuple[ScoringSettings, ExpnetPlusCandidates, str, ComputeSettings]:
+                      ) -> tuple[ScoringSettings, ExpnetPlusCandidates, str, TrainingExamples, TrainingGridSettings,
+                                 ComputeSettings]:
     """The fold's scoring protocol, the candidates (`params:ablation`, recipes from the variant catalogue), the name
-    of the main job's recipe and where the torch work runs, parsed before any work."""
+    of the main job's recipe and what it trains on, the training grid's recipes and where the torch work runs,
+    parsed before any work."""
     parsed = compute_settings(compute)
+    main = folds_expnet_plus(crosstask, variants, seed)
     return (scoring_settings(crosstask, layer, seed, parsed), expnet_plus_candidates(ablation, variants, seed),
-            folds_expnet_plus(crosstask, variants, seed).variant.name, parsed)
+            main.variant.name, main.train_on, training_grid_settings(ablation, crosstask, variants, seed), parsed)
 
 
-def select_expnet_plus(budget: dict[str, float], candidates: ExpnetPlusCandidates, compute: ComputeSettings,
-                       *training_signals: Parts) -> pd.DataFrame:
-    """Leave-one-training-task-out validation of every candidate (the held-out task is not an input)."""
-    return fold_training.select_expnet_plus([token_table(parts) for parts in training_signals], budget["rho"], candidates,
-                                    compute.device)
+def select_expnet_plus(budget: dict[str, float], candidates: ExpnetPlusCandidates, train_on: TrainingExamples,
+                       compute: ComputeSettings, *training: Parts | pd.DataFrame) -> pd.DataFrame:
+    """Leave-one-training-task-out validation of every candidate, trained on what the main job's recipe trains on
+    (`training`: each training task's signal parts, then its gold-class signals; the held-out task is not an
+    input)."""
+    return fold_training.select_expnet_plus(tables_in_mode(training, train_on.signals), budget["rho"], candidates,
+                                            compute.device, examples=train_on.examples)
 
 
 def fit_candidates(heldout_signals: Parts, classifier: TrainedClassifier, budget: dict[str, float],
-                   candidates: ExpnetPlusCandidates, layer: int, encoder: dict[str, Any], max_length: int,
-                   compute: ComputeSettings, *training_signals: Parts, fold: str) -> dict[str, LearnedModel]:
-    """Every candidate retrained on all the training tasks, for the held-out classifier (its signals unlabeled)."""
-    return fold_training.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
-                                 budget, candidates.variants, candidates.training, classifier, fold=fold, layer=layer,
-                                 encoder=encoder_name(encoder), max_length=max_length, device=compute.device)
+                   candidates: ExpnetPlusCandidates, train_on: TrainingExamples, layer: int, encoder: dict[str, Any],
+                   max_length: int, compute: ComputeSettings, *training: Parts | pd.DataFrame,
+                   fold: str) -> dict[str, LearnedModel]:
+    """Every candidate retrained on all the training tasks (on what the main job's recipe trains on), for the
+    held-out classifier (its signals unlabeled)."""
+    return fold_training.fit_expnet_plus(tables_in_mode(training, train_on.signals), token_table(heldout_signals),
+                                         budget, candidates.variants, candidates.training, classifier, fold=fold,
+                                         layer=layer, encoder=encoder_name(encoder), max_length=max_length,
+                                         device=compute.device, examples=train_on.examples)
+
+
+def training_grid(heldout_signals: Parts, heldout_gold: pd.DataFrame, classifier: TrainedClassifier,
+                  predictions: pd.DataFrame, budget: dict[str, float], grid: TrainingGridSettings,
+                  scoring: ScoringSettings, layer: int, encoder: dict[str, Any], max_length: int,
+                  compute: ComputeSettings, *training: Parts | pd.DataFrame, fold: str) -> pd.DataFrame:
+    """The training grid ({correct, all} x {predicted, gold signals} x {signed, magnitude}): each cell validated by
+    leaving one training task out (the choice), retrained on the training tasks, scored on the held-out test set in
+    both modes."""
+    pairs = [(token_table(training[i]), training[i + 1]) for i in range(0, len(training), 2)]
+    return grid_scoring.training_grid(pairs, token_table(heldout_signals), heldout_gold,
+                                      protocol.scored_examples(predictions, scoring), grid.recipes, grid.training,
+                                      budget, classifier, scoring, compute.device, fold=fold, layer=layer,
+                                      encoder=encoder_name(encoder), max_length=max_length)
 
 
 def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, heldout_signals: Parts,

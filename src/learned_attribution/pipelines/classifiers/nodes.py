@@ -41,6 +41,13 @@ def explainer_signals(classifier: TrainedClassifier, predictions: pd.DataFrame, 
     return classifiers.signal_parts(classifier, predictions, features, layer, compute)
 
 
+def gold_signals(classifier: TrainedClassifier, predictions: pd.DataFrame, features: FeatureSettings, layer: int,
+                 compute: ComputeSettings) -> pd.DataFrame:
+    """Gold mode's signals: every signal of `models.signals` for the mispredicted rationale examples, each explained
+    for the class its rationale supports (the other examples' are the same in both modes)."""
+    return classifiers.gold_signal_table(classifier, predictions, features, layer, compute)
+
+
 def attention_features(signals: dict[str, Callable[[], pd.DataFrame]], classifier: TrainedClassifier,
                        predictions: pd.DataFrame, encoder: dict[str, Any], features: FeatureSettings, layer: int,
                        compute: ComputeSettings) -> dict[str, Callable[[], pd.DataFrame]]:

@@ -6,8 +6,8 @@ from kedro.pipeline import Pipeline, node, pipeline
 from learned_attribution.core.tasks import TASKS
 from learned_attribution.pipelines import bind
 
-from .nodes import (attention_features, combine_classifier_metrics, explainer_signals, predict_examples,
-                    task_settings, train_classifier)
+from .nodes import (attention_features, combine_classifier_metrics, explainer_signals, gold_signals,
+                    predict_examples, task_settings, train_classifier)
 
 
 def task_template(task: str) -> Pipeline:
@@ -21,6 +21,8 @@ def task_template(task: str) -> Pipeline:
              ["rationale_predictions", "classifier_metrics"], name="predict_examples"),
         node(explainer_signals, ["classifier", "rationale_predictions", "feature_settings", "params:explained_layer",
                                  "compute_settings"], "explainer_signals", name="extract_explainer_signals"),
+        node(gold_signals, ["classifier", "rationale_predictions", "feature_settings", "params:explained_layer",
+                            "compute_settings"], "gold_signals", name="extract_gold_signals"),
         node(attention_features, ["explainer_signals", "classifier", "rationale_predictions", "params:encoder",
                                   "feature_settings", "params:explained_layer", "compute_settings"],
              "attention_features", name="extract_attention_features"),

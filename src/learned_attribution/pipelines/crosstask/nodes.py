@@ -10,10 +10,11 @@ from typing import Any
 import matplotlib.figure
 import pandas as pd
 
+from learned_attribution.core.data.modes import GOLD
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.explainers.learned import EXPNET_PLUS, PAPER_EXPNET
-from learned_attribution.pipelines import Parts, token_table
+from learned_attribution.pipelines import Parts, tables_in_mode, token_table
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services import fold_training
 from learned_attribution.services.config import (ComputeSettings, ExpnetPlusRecipe, ExpnetRecipe, ScoringSettings,
@@ -67,12 +68,16 @@ def train_expnet(classifier: TrainedClassifier, recipe: ExpnetRecipe, layer: int
 
 def fit_expnet_plus(heldout_signals: Parts, classifier: TrainedClassifier, budget: dict[str, float],
                     recipe: ExpnetPlusRecipe, layer: int, encoder: dict[str, Any], max_length: int,
-                    compute: ComputeSettings, *training_signals: Parts, fold: str) -> tuple[LearnedModel, LearnedModel]:
-    """ExpNet+'s recipe and its shape-free variant trained on all the training tasks, for the held-out classifier (its
-    signals unlabeled)."""
-    models = fold_training.fit_expnet_plus([token_table(parts) for parts in training_signals], token_table(heldout_signals),
-                                   budget, recipe.variants, recipe.training, classifier, fold=fold, layer=layer,
-                                   encoder=encoder_name(encoder), max_length=max_length, device=compute.device)
+                    compute: ComputeSettings, *training: Parts | pd.DataFrame, fold: str
+                    ) -> tuple[LearnedModel, LearnedModel]:
+    """ExpNet+'s recipe and its shape-free variant trained on all the training tasks (`training`: each one's signal
+    parts, then its gold-class signals; the recipe's `train_on` says which examples and which class's signals), for
+    the held-out classifier (its signals, of the predicted class, unlabeled)."""
+    models = fold_training.fit_expnet_plus(tables_in_mode(training, recipe.train_on.signals),
+                                           token_table(heldout_signals), budget, recipe.variants, recipe.training,
+                                           classifier, fold=fold, layer=layer, encoder=encoder_name(encoder),
+                                           max_length=max_length, device=compute.device,
+                                           examples=recipe.train_on.examples)
     return models[recipe.variant.name], models[recipe.shape_free.name]
 
 
@@ -97,6 +102,15 @@ def explain_heldout(classifier: TrainedClassifier, predictions: pd.DataFrame, he
     return protocol.combined_explanations(learned, (baseline_scores, baseline_failures, baseline_cost))
 
 
+def explain_gold(classifier: TrainedClassifier, predictions: pd.DataFrame, gold_signals: pd.DataFrame,
+                 expnet: LearnedModel, expnet_plus: LearnedModel, token_scores: pd.DataFrame, scoring: ScoringSettings,
+                 compute: ComputeSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Gold mode: the mispredicted examples explained again for the class their rationale supports by every
+    class-aware method (ExpNet+ from the gold-class signals); every other row is predicted mode's."""
+    return protocol.explain_gold_mode(classifier, predictions, {EXPNET_PLUS: expnet_plus, PAPER_EXPNET: expnet},
+                                      scoring, compute, token_scores, gold_signals)
+
+
 def fold_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
                       scoring: ScoringSettings, compute: ComputeSettings) -> pd.DataFrame:
     """ERASER comprehensiveness and sufficiency (AOPC) of every method on the seeded sample."""
@@ -106,10 +120,20 @@ def fold_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame,
 def score_fold(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
                budget: dict[str, float], expnet_plus: LearnedModel, scoring: ScoringSettings, *, fold: str,
                held_out_task: str) -> pd.DataFrame:
-    """The fold's metrics table: every method under its own rule and the matched budget, on every subset."""
+    """The fold's metrics table in predicted mode: every method under its own rule and the matched budget, on every
+    subset."""
     return protocol.score_rationale_set(token_scores, predictions, faithfulness, budget["rho"],
                                         protocol.learned_thresholds(budget, expnet_plus), scoring, fold=fold,
                                         held_out_task=held_out_task)
+
+
+def score_gold(gold_scores: pd.DataFrame, predictions: pd.DataFrame, budget: dict[str, float],
+               expnet_plus: LearnedModel, scoring: ScoringSettings, *, fold: str, held_out_task: str) -> pd.DataFrame:
+    """The fold's metrics table in gold mode (each example explained for the class its rationale supports); the
+    correct examples' rows equal predicted mode's."""
+    return protocol.score_rationale_set(gold_scores, predictions, None, budget["rho"],
+                                        protocol.learned_thresholds(budget, expnet_plus), scoring, fold=fold,
+                                        held_out_task=held_out_task, mode=GOLD)
 
 
 def plot_fold(metrics: pd.DataFrame, *, fold: str) -> matplotlib.figure.Figure:
@@ -146,5 +170,5 @@ def fold_bundle(fold_metrics: pd.DataFrame, budget: dict[str, float], scoring: S
 
 
 def combine_folds(*fold_metrics: pd.DataFrame) -> pd.DataFrame:
-    """All folds' metrics in one table: data/08_reporting/crosstask_metrics.csv."""
+    """All folds' metrics, both modes, in one table: data/08_reporting/crosstask_metrics.csv."""
     return pd.concat(fold_metrics, ignore_index=True)

@@ -9,9 +9,9 @@ from learned_attribution.core.tasks import FOLD_PREFIX, MIN_TASKS, TASK_REGISTRY
 from learned_attribution.pipelines import classifiers, data_processing
 from learned_attribution.services.reporting.crosstask import crosstask_summary
 
-from .nodes import (check_settings, combine_folds, explain_baselines, explain_heldout, fit_expnet_plus, fold_bundle,
-                    fold_faithfulness, heatmaps, parse_compute, parse_expnet, parse_expnet_plus, parse_scoring, plot_cost, plot_fold,
-                    score_fold, train_expnet)
+from .nodes import (check_settings, combine_folds, explain_baselines, explain_gold, explain_heldout, fit_expnet_plus,
+                    fold_bundle, fold_faithfulness, heatmaps, parse_compute, parse_expnet, parse_expnet_plus,
+                    parse_scoring, plot_cost, plot_fold, score_fold, score_gold, train_expnet)
 
 SCORING_PARAMETERS = [f"crosstask.{key}" for key in ("baselines", "expensive", "expensive_sample_size",
                                                      "max_test_examples", "batch_size", "bootstrap", "faithfulness")]
@@ -22,12 +22,12 @@ SHARED_PARAMETERS = ("crosstask", "expnet_plus_variants", "explained_layer", "se
 
 def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline:
     """The fold pipeline; its free inputs are each training task's features and signals
-    (`train_features_<task>`, `train_signals_<task>`) and the held-out task's signals, classifier and
-    predictions, mapped onto the shared datasets when instantiated. Its first nodes check and parse its settings,
+    (`train_features_<task>`, `train_signals_<task>`, `train_gold_<task>`: its gold-class signals) and the held-out task's signals, classifier and
+    predictions and gold-class signals, mapped onto the shared datasets when instantiated. Its first nodes check and parse its settings,
     each parser reading only its own keys (a settings change then fingerprints only what reads it)."""
     fold = f"{FOLD_PREFIX}{held_out_task}"
     train_features = [f"train_features_{task}" for task in training_tasks]
-    train_signals = [f"train_signals_{task}" for task in training_tasks]
+    train_signals = [name for task in training_tasks for name in (f"train_signals_{task}", f"train_gold_{task}")]
     model = ["params:explained_layer", "params:encoder", "params:max_length", "compute_settings"]
     return pipeline([
         node(check_settings, "params:crosstask", None, name="check_settings"),
@@ -47,11 +47,17 @@ def fold_template(held_out_task: str, training_tasks: Sequence[str]) -> Pipeline
         node(explain_heldout, ["classifier", "predictions", "heldout_signals", "expnet", "expnet_plus", "scoring",
                                "compute_settings", "baseline_scores", "baseline_failures", "baseline_cost"],
              ["token_scores", "explain_failures", "explain_cost"], name="explain_heldout"),
+        node(explain_gold, ["classifier", "predictions", "heldout_gold_signals", "expnet", "expnet_plus",
+                            "token_scores", "scoring", "compute_settings"], ["gold_token_scores", "gold_explain_failures"],
+             name="explain_gold"),
         node(fold_faithfulness, ["classifier", "token_scores", "predictions", "scoring", "compute_settings"],
              "faithfulness", name="faithfulness"),
         node(bind(score_fold, fold=fold, held_out_task=held_out_task),
              ["token_scores", "predictions", "faithfulness", "budget", "expnet_plus", "scoring"], "fold_metrics",
              name="score_fold"),
+        node(bind(score_gold, fold=fold, held_out_task=held_out_task),
+             ["gold_token_scores", "predictions", "budget", "expnet_plus", "scoring"], "gold_metrics",
+             name="score_gold"),
         node(bind(plot_fold, fold=fold), "fold_metrics", "metrics_plot", name="plot_fold"),
         node(bind(plot_cost, fold=fold), ["fold_metrics", "explain_cost"], "cost_plot", name="plot_cost"),
         node(bind(fold_bundle, fold=fold),
@@ -76,12 +82,13 @@ def create_folds(tasks: Sequence[str] = TASKS) -> Pipeline:
             fold_template(task, training), namespace=f"{FOLD_PREFIX}{task}",
             inputs={**{f"train_features_{t}": f"{t}.attention_features" for t in training},
                     **{f"train_signals_{t}": f"{t}.explainer_signals" for t in training},
-                    "heldout_signals": f"{task}.explainer_signals",
+                    **{f"train_gold_{t}": f"{t}.gold_signals" for t in training},
+                    "heldout_signals": f"{task}.explainer_signals", "heldout_gold_signals": f"{task}.gold_signals",
                     "classifier": f"{task}.classifier", "predictions": f"{task}.rationale_predictions"},
             parameters=set(SHARED_PARAMETERS)))
     report = pipeline([
-        node(combine_folds, [f"{FOLD_PREFIX}{t}.fold_metrics" for t in tasks], "crosstask_metrics",
-             name="combine_folds"),
+        node(combine_folds, [f"{FOLD_PREFIX}{t}.{table}" for t in tasks for table in ("fold_metrics", "gold_metrics")],
+             "crosstask_metrics", name="combine_folds"),
         node(crosstask_summary, ["crosstask_metrics", "classifier_metrics",
                                  *(f"{FOLD_PREFIX}{t}.expnet_plus" for t in tasks)], "crosstask_summary",
              name="crosstask_summary"),

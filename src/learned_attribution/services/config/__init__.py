@@ -16,9 +16,9 @@ from .compute import ComputeSettings, DASK_KEYS, TrackingSettings, compute_setti
 from .classifiers import (CLASSIFIER_CAPS, ClassifierSettings, FeatureSettings, classifier_settings, encoder_name,
                           feature_settings)
 from .crosstask import (ExpnetPlusCandidates, ExpnetPlusRecipe, ExpnetRecipe, FOLD_KEYS, SCORING_KEYS,
-                        ScoringSettings, catalogue_variant, check_crosstask, expnet_plus_candidates,
-                        expnet_plus_recipe, expnet_recipe, folds_expnet_plus, scoring_settings, training_settings,
-                        variant)
+                        ScoringSettings, TrainingGridSettings, catalogue_variant, check_crosstask,
+                        expnet_plus_candidates, expnet_plus_recipe, expnet_recipe, folds_expnet_plus, scoring_settings,
+                        training_examples, training_grid_settings, training_settings, variant)
 from .fewshot import FEWSHOT_KEYS, FIT_KEYS, FewShotCurveSettings, fewshot_settings
 from .external import EXTERNAL_KEYS, ExternalSettings, REQUIRED, external_settings
 from .afn import (AFN_KEYS, AfnSettings, CORPUS_KEYS, CorpusSettings, MLFLOW_KEYS, PAIR_KEYS, PairSettings,
@@ -30,7 +30,7 @@ from .runs import RunParameters
 
 __all__ = ["AFN_KEYS", "AfnSettings", "AmortizeSettings", "CLASSIFIER_CAPS", "CORPUS_KEYS", "ClassifierSettings",
            "ComputeSettings", "CorpusSettings", "DASK_KEYS", "DEFAULT_TRAINING", "DEFAULT_VARIANTS", "DISTILL",
-           "EXTERNAL_KEYS", "ExpnetPlusCandidates", "ExpnetPlusRecipe", "ExpnetRecipe", "ExternalSettings",
+           "EXTERNAL_KEYS", "ExpnetPlusCandidates", "ExpnetPlusRecipe", "TrainingGridSettings", "ExpnetRecipe", "ExternalSettings",
            "FEWSHOT_KEYS", "FIT_KEYS", "FOLD_KEYS", "FeatureSettings", "FewShotCurveSettings", "MLFLOW_KEYS",
            "PAIR_KEYS", "PairSettings", "PlotSettings", "REQUIRED", "RunParameters", "SCORING_KEYS", "SETTING_KEYS",
            "SPLITS", "ScoringSettings", "TrackingSettings", "afn_settings", "afn_tracking", "amortize_experiment",
@@ -39,4 +39,4 @@ __all__ = ["AFN_KEYS", "AfnSettings", "AmortizeSettings", "CLASSIFIER_CAPS", "CO
            "dataclass_from", "encoder_name", "expnet_plus_candidates", "expnet_plus_recipe", "expnet_recipe",
            "external_settings", "feature_settings", "fewshot_settings", "folds_expnet_plus", "pair_settings",
            "positive_int", "refuse_own_tracking_uri", "scoring_settings", "student_variants", "tracking_settings",
-           "training_settings", "variant"]
+           "training_examples", "training_grid_settings", "training_settings", "variant"]

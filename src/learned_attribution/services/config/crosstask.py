@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from learned_attribution.core.data.modes import TrainingExamples
 from learned_attribution.core.models.learned import TrainingSettings, Variant
 from learned_attribution.core.models.learned.recipe import DEFAULT_NETWORK, recipe_keys
 
@@ -95,12 +96,14 @@ class ExpnetRecipe:
 @dataclass(frozen=True)
 class ExpnetPlusRecipe:
     """`crosstask.expnet_plus`: the main job's one ExpNet+ recipe and the shape-free variant each fold keeps beside it
-    for classifiers of another family or shape (recipes from the variant catalogue `expnet_plus_variants`), and
-    their training loop."""
+    for classifiers of another family or shape (recipes from the variant catalogue `expnet_plus_variants`), their
+    training loop, and what they train on (`train_on`: the correct predictions or all examples, signals of the
+    predicted or the gold class)."""
 
     variant: Variant
     shape_free: Variant
     training: TrainingSettings
+    train_on: TrainingExamples = TrainingExamples()
 
     @property
     def variants(self) -> tuple[Variant, ...]:
@@ -115,6 +118,15 @@ class ExpnetPlusCandidates:
     variants: tuple[Variant, ...]
     training: TrainingSettings
     cost_examples: int
+
+
+@dataclass(frozen=True)
+class TrainingGridSettings:
+    """`ablation.training_grid`: the signed recipe and its magnitude twin the ablation's training grid trains on every
+    kind of training data (`services/evaluation/training_grid.py`), with the main job's training loop."""
+
+    recipes: tuple[Variant, ...]
+    training: TrainingSettings
 
 
 def check_crosstask(crosstask: Mapping[str, Any]) -> None:
@@ -141,7 +153,7 @@ def catalogue_variant(name: Any, catalogue: Mapping[str, Any], where: str) -> Va
 def expnet_plus_recipe(expnet_plus: Mapping[str, Any], catalogue: Mapping[str, Any], seed: int) -> ExpnetPlusRecipe:
     """`crosstask.expnet_plus`: `recipe` and `shape_free` from the variant catalogue (conf/base/
     parameters_expnet_plus_variants.yml); the shape-free one must read no per-layer or per-head column."""
-    values = block(expnet_plus, "crosstask.expnet_plus", ("recipe", "shape_free", "training"))
+    values = block(expnet_plus, "crosstask.expnet_plus", ("recipe", "shape_free", "training", "train_on"))
     recipe = catalogue_variant(values["recipe"], catalogue, "crosstask.expnet_plus.recipe")
     shape_free = catalogue_variant(values["shape_free"], catalogue, "crosstask.expnet_plus.shape_free")
     if not shape_free.shape_free:
@@ -149,14 +161,24 @@ def expnet_plus_recipe(expnet_plus: Mapping[str, Any], catalogue: Mapping[str, A
                          "columns; a fold keeps a shape-free variant (feature sets among core/models/signals.py "
                          "SHAPE_FREE_SETS) to explain classifiers of other shapes")
     return ExpnetPlusRecipe(recipe, shape_free,
-                            training_settings(values["training"], seed, "crosstask.expnet_plus.training"))
+                            training_settings(values["training"], seed, "crosstask.expnet_plus.training"),
+                            training_examples(values["train_on"], "crosstask.expnet_plus.train_on"))
+
+
+def training_examples(train_on: Mapping[str, Any], where: str) -> TrainingExamples:
+    """`train_on: {examples: correct | all, signals: predicted | gold}` (a wrong value is named with `where`)."""
+    values = block(train_on, where, ("examples", "signals"))
+    try:
+        return TrainingExamples(str(values["examples"]), str(values["signals"]))
+    except ValueError as error:
+        raise ValueError(f"parameter {where}: {error}") from None
 
 
 def expnet_plus_candidates(ablation: Mapping[str, Any], catalogue: Mapping[str, Any], seed: int
                            ) -> ExpnetPlusCandidates:
     """`params:ablation`: the candidates of `candidates` (`all`: the whole catalogue), their training and
     `cost_examples`."""
-    values = block(ablation, "ablation", ("candidates", "training", "cost_examples"))
+    values = block(ablation, "ablation", ("candidates", "training", "cost_examples"), ("training_grid",))
     candidates = values["candidates"] or "all"
     names = list(catalogue) if candidates == "all" else list(candidates)
     if len(set(names)) != len(names) or len(names) < 2:
@@ -165,6 +187,22 @@ def expnet_plus_candidates(ablation: Mapping[str, Any], catalogue: Mapping[str, 
         tuple(catalogue_variant(name, catalogue, "ablation.candidates") for name in names),
         training_settings(values["training"], seed, "ablation.training"),
         positive_int(values["cost_examples"], "ablation.cost_examples"))
+
+
+def training_grid_settings(ablation: Mapping[str, Any], crosstask: Mapping[str, Any], catalogue: Mapping[str, Any],
+                           seed: int) -> TrainingGridSettings:
+    """`ablation.training_grid` (two recipes of the catalogue that differ only in `signs`), trained with the main
+    job's loop (`crosstask.expnet_plus.training`)."""
+    names = block(ablation, "ablation", ("candidates", "training", "cost_examples"), ("training_grid",)).get(
+        "training_grid")
+    where = "ablation.training_grid"
+    if not isinstance(names, (list, tuple)) or len(names) != 2:
+        raise ValueError(f"parameter {where} must name two recipes (signed, magnitude), got {names!r}")
+    recipes = tuple(catalogue_variant(name, catalogue, where) for name in names)
+    if sorted(r.signs for r in recipes) != ["magnitude", "signed"]:
+        raise ValueError(f"parameter {where}: {list(names)} must be one recipe with signed inputs and one with "
+                         f"magnitudes (`signs: magnitude`), got {[r.signs for r in recipes]}")
+    return TrainingGridSettings(recipes, folds_expnet_plus(crosstask, catalogue, seed).training)
 
 
 def folds_expnet_plus(crosstask: Mapping[str, Any], catalogue: Mapping[str, Any], seed: int) -> ExpnetPlusRecipe:

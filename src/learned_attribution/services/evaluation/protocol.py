@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from learned_attribution.core.data.modes import EXPLAINED, PREDICTED, check_mode, recomputed, rows_in_mode
 from learned_attribution.core.explainers.apply import FAILURE_COLUMNS, ExplainRun, explain_examples, resolve_method
 from learned_attribution.core.metrics.registry import EXAMPLE_METRICS
 from learned_attribution.core.metrics.plausibility import (all_tokens_masks, bootstrap_ci, budget_k, evaluate,
@@ -27,7 +28,7 @@ from .faithfulness import faithfulness_rows, scored
 
 logger = logging.getLogger(__name__)
 
-METRIC_COLUMNS = ["fold", "held_out_task", "method", "family", "rule", "subset", "n_examples", "f1", "precision",
+METRIC_COLUMNS = ["fold", "held_out_task", "method", "family", "rule", "mode", "subset", "n_examples", "f1", "precision",
                   "recall", "f1_micro", "auroc", "auroc_pooled", "auprc", "f1_low", "f1_high", "auroc_low",
                   "auroc_high", "auprc_low", "auprc_high", "classifier_accuracy", "n_auroc_undefined",
                   "n_constant_scores", "n_nonfinite_scores", "comprehensiveness", "sufficiency"]
@@ -98,8 +99,9 @@ def method_rows(scores: list[np.ndarray], gold: list[np.ndarray], rho: float, ru
 
 def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float,
                   thresholds: Mapping[str, Mapping[str, float]], fold: str, held_out_task: str, n_boot: int,
-                  seed: int, sample_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """The metrics table (`METRIC_COLUMNS`) of one rationale set: every method x rule x subset, plus the floors.
+                  seed: int, sample_ids: Sequence[str] | None = None, mode: str = PREDICTED) -> pd.DataFrame:
+    """The metrics table (`METRIC_COLUMNS`) of one rationale set in one `mode` (`core/data/modes.py`: the token
+    scores explain each example's predicted or gold class): every method x rule x subset, plus the floors.
 
     Subsets: `all` rationale examples, the `correct`ly predicted ones and the `incorrect`ly predicted ones (whose
     explanations are of the wrong class: signed signals flip there), and, when `sample_ids` is given,
@@ -119,7 +121,7 @@ def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float
         if len(ids) == 0:
             continue
         gold = [gold_labels(examples.at[i, "token_labels"]) for i in ids]
-        base = {"fold": fold, "held_out_task": held_out_task, "subset": subset,
+        base = {"fold": fold, "held_out_task": held_out_task, "mode": check_mode(mode), "subset": subset,
                 "classifier_accuracy": float(examples.loc[ids, "correct"].mean())}
         lengths = [len(g) for g in gold]
         randoms = random_scores(lengths, seed)
@@ -142,6 +144,15 @@ def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float
     return pd.DataFrame(rows).reindex(columns=metric_columns())
 
 
+def mode_rows(metrics: pd.DataFrame, mode: str = PREDICTED) -> pd.DataFrame:
+    """The rows of a metrics table in `mode` (a table without a `mode` column, written before modes, is predicted
+    mode's)."""
+    check_mode(mode)
+    if "mode" not in metrics:
+        return metrics if mode == PREDICTED else metrics.iloc[:0]
+    return metrics[metrics["mode"].fillna(PREDICTED) == mode]
+
+
 def matched_baselines(metrics: pd.DataFrame) -> pd.DataFrame:
     """The baselines' matched-budget rows on all examples, restricted to methods that explained every
     example (the expensive methods ran on a sample only, and a sample's AUROC is not comparable); the learned
@@ -162,10 +173,11 @@ def best_baseline(metrics: pd.DataFrame) -> str | None:
 # ----------------------------------------------------------------------------------------------------
 
 def scores_from_signals(classifier, examples: pd.DataFrame, learned: Mapping[str, LearnedModel],
-                        signals: pd.DataFrame, timing: pd.DataFrame, layer: int, batch_size: int) -> ExplainRun:
+                        signals: pd.DataFrame, timing: pd.DataFrame | None, layer: int, batch_size: int) -> ExplainRun:
     """The `learned` explainers' token scores on `examples` read from their signal rows (`signals`: the classifiers
     pipeline's, computed in one pass per text for every consumer), with no pass of the classifier. Each method is
-    then timed alone on the `timing` examples, its own signal pass included (its cost as a user running it pays it)."""
+    then timed alone on the `timing` examples (when given), its own signal pass included (its cost as a user running
+    it pays it)."""
     wanted = signals[signals["example_id"].isin(set(examples["example_id"]))]
     missing = set(examples["example_id"]) - set(wanted["example_id"])
     if missing:
@@ -179,8 +191,9 @@ def scores_from_signals(classifier, examples: pd.DataFrame, learned: Mapping[str
         rows.append(pd.DataFrame({"example_id": scored_rows["example_id"], "method": name, "family": method.family,
                                   "scores": [scores.tolist() for scores in scored_rows["scores"]],
                                   "model_calls": 1}))
-        alone = explain_examples(classifier.model, classifier.tokenizer, timing, {name: method}, batch_size)
-        seconds[name], timed[name] = alone.seconds[name], len(timing)
+        if timing is not None:
+            alone = explain_examples(classifier.model, classifier.tokenizer, timing, {name: method}, batch_size)
+            seconds[name], timed[name] = alone.seconds[name], len(timing)
     return ExplainRun(pd.concat(rows, ignore_index=True), pd.DataFrame(columns=FAILURE_COLUMNS), seconds, timed)
 
 
@@ -188,7 +201,8 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mappin
                           scoring: ScoringSettings, compute: ComputeSettings, signals: pd.DataFrame | None = None
                           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The `learned` explainers (name -> model: a fold's `expnet_plus` and `expnet_paper`) and every baseline of
-    the protocol on the rationale test examples of `predictions`, explaining `classifier` on the `compute` device.
+    the protocol on the rationale test examples of `predictions`, explaining `classifier` on the `compute` device,
+    each example for its predicted class (predicted mode; `explain_gold_mode` adds the other).
     The expensive methods run on the seeded sample only (all examples when its size is null); with a Dask cluster
     (`compute.dask`), its methods (default: the expensive ones) run as Dask tasks (`services/distributed.py`). The
     baselines that read one pass of the classifier share it (`explainers.passes`); each of them is timed alone on the
@@ -197,42 +211,12 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mappin
     (`scores_from_signals`) instead of a pass of their own.
     Returns the token scores (one row per example and method, with gold labels and the `in_sample` flag), the
     failures and the cost table (examples per second, and where they ran)."""
-    compute.place(classifier.model)
-    dask = compute.dask
     examples = scored_examples(predictions, scoring)
     sample = set(expensive_sample(examples, scoring.expensive_sample_size, scoring.seed))
-    remote = [] if dask is None else list(dask.methods if dask.methods is not None else scoring.expensive)
-    vocabulary = token_vocabulary(classifier.tokenizer)
-    names = [n for n in [*learned, *scoring.baselines] if n not in remote]
-    methods = {name: resolve_method(name, learned=dict(learned), layer=scoring.layer, vocabulary=vocabulary,
-                                    settings=scoring.baselines.get(name)) for name in names}
     sampled = examples[examples["example_id"].isin(sample)]
-    where: dict[str, str] = {}
-    runs: list[ExplainRun] = []
-    from_signals = {} if signals is None else {
-        name: model for name, model in learned.items()
-        if not model.reads_token_ids and set(model.columns) <= set(signals.columns)}
-    if from_signals:
-        runs.append(scores_from_signals(classifier, examples, from_signals, signals, sampled, scoring.layer,
-                                        scoring.batch_size))
-        where.update(dict.fromkeys(from_signals, f"in process ({compute.device})"))
-        methods = {name: method for name, method in methods.items() if name not in from_signals}
-    with dask_client(dask) if remote else nullcontext() as client:  # one cluster for the node
-        for subset, rows in (("all", examples), ("sample", sampled)):
-            local = {n: m for n, m in methods.items() if (n in scoring.expensive) == (subset == "sample")}
-            if local:
-                runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, scoring.batch_size,
-                                             timing=sampled if subset == "all" else None))
-                where.update(dict.fromkeys(local, f"in process ({compute.device})"))
-            distributed = {n: scoring.baselines[n] for n in remote if (n in scoring.expensive) == (subset == "sample")}
-            if distributed:
-                runs.append(explain_on_dask(client, classifier, rows, distributed, scoring.batch_size, dask))
-                where.update(dict.fromkeys(distributed, dask.describe()))
-    gold = examples[["example_id", "label", "predicted", "correct", "token_labels"]].copy()
-    gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
-    gold["in_sample"] = gold["example_id"].isin(sample)
-    scores = pd.concat([r.scores for r in runs], ignore_index=True).merge(gold.drop(columns="token_labels"),
-                                                                        on="example_id")
+    runs, where = _explain_runs(classifier, examples, sampled, learned, list(scoring.baselines), scoring, compute,
+                                signals, timing=True)
+    scores = _with_gold(pd.concat([r.scores for r in runs], ignore_index=True), examples, sample)
     n_explained = scores.groupby("method")["example_id"].nunique()
     timed = [Timed(m, r.timed.get(m, int(n_explained.get(m, 0))), s, where[m]) for r in runs
              for m, s in r.seconds.items()]
@@ -244,6 +228,91 @@ def explain_rationale_set(classifier, predictions: pd.DataFrame, learned: Mappin
     cost = cost_table(timed + [Timed(FORWARD, largest, forward[largest], f"in process ({compute.device})")], forward)
     failures = pd.concat([r.failures for r in runs], ignore_index=True)
     return scores, failures, cost
+
+
+def explain_gold_mode(classifier, predictions: pd.DataFrame, learned: Mapping[str, LearnedModel],
+                      scoring: ScoringSettings, compute: ComputeSettings, token_scores: pd.DataFrame,
+                      gold_signals: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Gold mode's token scores from predicted mode's (`token_scores`, `explain_rationale_set`'s): the mispredicted
+    examples explained again for their gold class (`modes.recomputed`) by every method that can depend on the class,
+    each on the examples it explained in predicted mode (an expensive method: the sample's); every correct example's
+    rows, and a class-agnostic method's (raw attention, rollout, AFN's norms, the paper's ExpNet), are predicted
+    mode's. The learned explainers read `gold_signals` (the classifiers pipeline's gold-class signal rows). Returns
+    the scores (every row with its `explained` class) and the failures."""
+    examples = scored_examples(predictions, scoring)
+    wrong = recomputed(examples)
+    sample = set(token_scores.loc[token_scores["in_sample"], "example_id"])
+    vocabulary = token_vocabulary(classifier.tokenizer)
+    names = list(dict.fromkeys(token_scores["method"]))
+    aware = [name for name in names if not resolve_method(name, learned=dict(learned), layer=scoring.layer,
+                                                          vocabulary=vocabulary,
+                                                          settings=scoring.baselines.get(name)).class_agnostic]
+    runs: list[ExplainRun] = []
+    if len(wrong) and aware:
+        sampled = wrong[wrong["example_id"].isin(sample)]
+        runs, _ = _explain_runs(classifier, wrong, sampled, {n: m for n, m in learned.items() if n in aware},
+                                [n for n in aware if n in scoring.baselines], scoring, compute, gold_signals,
+                                timing=False)
+    ids = set(wrong["example_id"])
+    predicted = rows_in_mode(token_scores, token_scores.iloc[:0], PREDICTED)
+    kept = predicted[~(predicted["method"].isin(aware) & predicted["example_id"].isin(ids))]
+    kept = kept.assign(**{EXPLAINED: np.where(kept["example_id"].isin(ids), kept["label"], kept[EXPLAINED])})
+    redone = [_with_gold(r.scores, wrong, sample) for r in runs if len(r.scores)]
+    scores = pd.concat([kept, *redone], ignore_index=True)
+    logger.info("gold mode: %d of %d examples explained again for their gold class by %d class-aware methods (%s)",
+                len(wrong), len(examples), len(aware), ", ".join(aware))
+    failures = pd.concat([r.failures for r in runs], ignore_index=True) if runs else \
+        pd.DataFrame(columns=FAILURE_COLUMNS)
+    return scores, failures
+
+
+def _with_gold(scores: pd.DataFrame, examples: pd.DataFrame, sample: set) -> pd.DataFrame:
+    """Score rows with each example's label, predicted and explained class, correctness, gold token labels and the
+    `in_sample` flag."""
+    columns = ["example_id", "label", "predicted", "correct", "token_labels"]
+    gold = rows_in_mode(examples[columns + [c for c in (EXPLAINED,) if c in examples]], examples.iloc[:0],
+                        PREDICTED)
+    gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
+    gold["in_sample"] = gold["example_id"].isin(sample)
+    return scores.merge(gold.drop(columns="token_labels"), on="example_id")
+
+
+def _explain_runs(classifier, examples: pd.DataFrame, sampled: pd.DataFrame, learned: Mapping[str, LearnedModel],
+                  baselines: Sequence[str], scoring: ScoringSettings, compute: ComputeSettings,
+                  signals: pd.DataFrame | None, timing: bool) -> tuple[list[ExplainRun], dict[str, str]]:
+    """The explanation runs of `learned` and `baselines` (names among the protocol's) on `examples` (the expensive
+    ones on `sampled`), each example for its explained class, and where each method ran; with `timing`, every method
+    is also timed alone on `sampled`."""
+    compute.place(classifier.model)
+    dask = compute.dask
+    remote = [] if dask is None else [n for n in (dask.methods if dask.methods is not None else scoring.expensive)
+                                      if n in baselines]
+    vocabulary = token_vocabulary(classifier.tokenizer)
+    names = [n for n in [*learned, *baselines] if n not in remote]
+    methods = {name: resolve_method(name, learned=dict(learned), layer=scoring.layer, vocabulary=vocabulary,
+                                    settings=scoring.baselines.get(name)) for name in names}
+    where: dict[str, str] = {}
+    runs: list[ExplainRun] = []
+    from_signals = {} if signals is None else {
+        name: model for name, model in learned.items()
+        if not model.reads_token_ids and set(model.columns) <= set(signals.columns)}
+    if from_signals:
+        runs.append(scores_from_signals(classifier, examples, from_signals, signals, sampled if timing else None,
+                                        scoring.layer, scoring.batch_size))
+        where.update(dict.fromkeys(from_signals, f"in process ({compute.device})"))
+        methods = {name: method for name, method in methods.items() if name not in from_signals}
+    with dask_client(dask) if remote else nullcontext() as client:  # one cluster for the node
+        for subset, rows in (("all", examples), ("sample", sampled)):
+            local = {n: m for n, m in methods.items() if (n in scoring.expensive) == (subset == "sample")}
+            if local and len(rows):
+                runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, scoring.batch_size,
+                                             timing=sampled if subset == "all" and timing else None))
+                where.update(dict.fromkeys(local, f"in process ({compute.device})"))
+            distributed = {n: scoring.baselines[n] for n in remote if (n in scoring.expensive) == (subset == "sample")}
+            if distributed and len(rows):
+                runs.append(explain_on_dask(client, classifier, rows, distributed, scoring.batch_size, dask))
+                where.update(dict.fromkeys(distributed, dask.describe()))
+    return runs, where
 
 
 def combined_explanations(*parts: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
@@ -271,22 +340,24 @@ def sample_faithfulness(classifier, token_scores: pd.DataFrame, predictions: pd.
                              compute.dask)
 
 
-def score_rationale_set(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
+def score_rationale_set(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame | None,
                         rho: float, thresholds: Mapping[str, Mapping[str, float]], scoring: ScoringSettings, *,
-                        fold: str, held_out_task: str) -> pd.DataFrame:
+                        fold: str, held_out_task: str, mode: str = PREDICTED) -> pd.DataFrame:
     """Plausibility of every method under its own rule (`thresholds`: each learned explainer's) and the matched
-    budget `rho`, on all examples, the correctly and incorrectly predicted ones and the expensive methods' sample,
-    with the two floors and bootstrap 95% intervals; faithfulness (AOPC) beside the sample rows."""
+    budget `rho`, in `mode`, on all examples, the correctly and incorrectly predicted ones and the expensive methods'
+    sample, with the two floors and bootstrap 95% intervals; faithfulness (AOPC, of the predicted class: what the
+    model did) beside the sample rows when given."""
     examples = scored_examples(predictions, scoring)
     sample_ids = token_scores.loc[token_scores["in_sample"], "example_id"].unique()
     metrics = score_methods(token_scores, examples, rho, thresholds, fold, held_out_task, scoring.n_boot,
-                            scoring.boot_seed, sample_ids=sample_ids)
-    aopc = faithfulness.groupby("method")[["comprehensiveness", "sufficiency"]].mean().reset_index()
-    aopc["subset"] = "sample"
-    metrics = (metrics.drop(columns=["comprehensiveness", "sufficiency"])
-               .merge(aopc, on=["method", "subset"], how="left").reindex(columns=metric_columns()))
+                            scoring.boot_seed, sample_ids=sample_ids, mode=mode)
+    if faithfulness is not None:
+        aopc = faithfulness.groupby("method")[["comprehensiveness", "sufficiency"]].mean().reset_index()
+        aopc["subset"] = "sample"
+        metrics = (metrics.drop(columns=["comprehensiveness", "sufficiency"])
+                   .merge(aopc, on=["method", "subset"], how="left").reindex(columns=metric_columns()))
     headline = metrics[(metrics["subset"] == "all") & (metrics["rule"].isin(["matched", "own"]))]
-    logger.info("%s:\n%s", fold, headline[["method", "rule", "n_examples", "f1", "auroc", "auprc"]]
+    logger.info("%s, %s mode:\n%s", fold, mode, headline[["method", "rule", "n_examples", "f1", "auroc", "auprc"]]
                 .round(3).to_string(index=False))
     return metrics
 

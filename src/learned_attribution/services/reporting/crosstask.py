@@ -12,16 +12,19 @@ from learned_attribution.core.tasks import held_out_task
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.explainers.learned import EXPNET_PLUS, FOLD_LEARNED, PAPER_EXPNET
 
-from ..evaluation.protocol import matched_baselines
+from learned_attribution.core.data.modes import GOLD, MODES, PREDICTED
+
+from ..evaluation.protocol import matched_baselines, mode_rows
 from .charts import ablation_chart
 from .tables import PAPER_REFERENCE, comparison, interval_text, markdown_table, table_lines
 
 
 @dataclass(frozen=True)
 class FoldHeadline:
-    """One fold's headline numbers (matched rule, all rationale test examples)."""
+    """One fold's headline numbers in one mode (matched rule, all rationale test examples)."""
 
     fold: str
+    mode: str
     n_examples: int
     expnet_plus: pd.Series
     paper: pd.Series
@@ -31,18 +34,18 @@ class FoldHeadline:
     random_auroc: float
 
 
-def fold_headlines(metrics: pd.DataFrame) -> list[FoldHeadline]:
-    """Per fold: ExpNet+, the paper's ExpNet and the best baselines (by AUROC, by matched F1, among the methods run
-    on every example), with the floors."""
+def fold_headlines(metrics: pd.DataFrame, mode: str = PREDICTED) -> list[FoldHeadline]:
+    """Per fold, in `mode`: ExpNet+, the paper's ExpNet and the best baselines (by AUROC, by matched F1, among the
+    methods run on every example, in the same mode), with the floors."""
     out = []
-    for fold, rows in metrics.groupby("fold", sort=False):
+    for fold, rows in mode_rows(metrics, mode).groupby("fold", sort=False):
         matched = rows[(rows["subset"] == "all") & (rows["rule"] == "matched")].set_index("method")
         floors = rows[(rows["subset"] == "all") & (rows["family"] == "floor")].set_index("method")
         baselines = matched_baselines(rows)
         if not {EXPNET_PLUS, PAPER_EXPNET} <= set(matched.index) or not len(baselines):
             continue
         out.append(FoldHeadline(
-            fold=str(fold), n_examples=int(matched.at[EXPNET_PLUS, "n_examples"]),
+            fold=str(fold), mode=mode, n_examples=int(matched.at[EXPNET_PLUS, "n_examples"]),
             expnet_plus=matched.loc[EXPNET_PLUS], paper=matched.loc[PAPER_EXPNET],
             best_by_auroc=baselines.sort_values("auroc", ascending=False).iloc[0],
             best_by_f1=baselines.sort_values("f1", ascending=False).iloc[0],
@@ -52,20 +55,56 @@ def fold_headlines(metrics: pd.DataFrame) -> list[FoldHeadline]:
 
 
 def headline_table(metrics: pd.DataFrame) -> str:
-    """Markdown: per fold ExpNet+, the paper's ExpNet and the best baseline, AUROC and matched F1 with 95% intervals,
-    the floors, and whether ExpNet+ is above the best baseline (and with intervals apart)."""
+    """Markdown: per fold and mode (each example explained for its predicted class, or for the class its rationale
+    supports) ExpNet+, the paper's ExpNet and the best baseline, AUROC and matched F1 with 95% intervals, the floors,
+    and whether ExpNet+ is above the best baseline (and with intervals apart)."""
     rows = []
-    for h in fold_headlines(metrics):
+    for h in [h for mode in MODES for h in fold_headlines(metrics, mode)]:
         plus, auroc_best, f1_best = h.expnet_plus, h.best_by_auroc, h.best_by_f1
         verdicts = [comparison(plus, auroc_best, "auroc", "AUROC"), comparison(plus, f1_best, "f1", "F1")]
-        rows.append([f"{held_out_task(h.fold)} (n = {h.n_examples})",
+        rows.append([f"{held_out_task(h.fold)} (n = {h.n_examples})", h.mode,
                      f"**{interval_text(plus, 'auroc')}**", interval_text(h.paper, "auroc"),
                      f"{auroc_best['method']} {interval_text(auroc_best, 'auroc')}", f"**{interval_text(plus, 'f1')}**",
                      interval_text(h.paper, "f1"), f"{f1_best['method']} {interval_text(f1_best, 'f1')}",
                      f"{h.random_auroc:.3f}, {h.all_tokens_f1:.3f}", "; ".join(verdicts)])
-    return table_lines(["held-out task", "ExpNet+ AUROC", "paper's ExpNet AUROC", "best baseline AUROC", "ExpNet+ F1",
+    return table_lines(["held-out task", "mode", "ExpNet+ AUROC", "paper's ExpNet AUROC", "best baseline AUROC",
+                        "ExpNet+ F1",
                         "paper's ExpNet F1", "best baseline F1", "floors: random AUROC, all-tokens F1",
                         "ExpNet+ vs best baseline"], rows)
+
+
+MODE_SUBSETS = ((PREDICTED, "all"), (GOLD, "all"), (PREDICTED, "incorrect"), (GOLD, "incorrect"),
+                (PREDICTED, "correct"))  # correct: the paper's protocol, the same in both modes
+
+
+def modes_table(metrics: pd.DataFrame) -> str:
+    """Markdown: per fold, ExpNet+ against saliency and the best baseline (by AUROC, and by matched F1, among the
+    methods run on every example in that mode) in both modes, on all examples, the mispredicted ones and the correct
+    ones (the paper's protocol, where the two modes coincide): matched AUROC and F1 with 95% intervals."""
+    lines = []
+    for fold, rows in metrics.groupby("fold", sort=False):
+        for mode, subset in MODE_SUBSETS:
+            in_mode = mode_rows(rows, mode)
+            baselines = matched_baselines(in_mode)
+            matched = in_mode[(in_mode["subset"] == subset) & (in_mode["rule"] == "matched")].set_index("method")
+            if EXPNET_PLUS not in matched.index or not len(baselines):
+                continue
+            by_auroc = baselines.sort_values("auroc", ascending=False)["method"].iloc[0]
+            by_f1 = baselines.sort_values("f1", ascending=False)["method"].iloc[0]
+            plus = matched.loc[EXPNET_PLUS]
+            cells = {name: matched.loc[name] if name in matched.index else None
+                     for name in ("saliency", by_auroc, by_f1)}
+            verdict = "; ".join(comparison(plus, cells[name], metric, label) for name, metric, label
+                                in ((by_auroc, "auroc", "AUROC"), (by_f1, "f1", "F1")) if cells[name] is not None)
+            lines.append([held_out_task(fold), "both (paper's protocol)" if subset == "correct" else mode,
+                          {"all": "all", "incorrect": "mispredicted", "correct": "correct"}[subset],
+                          int(plus["n_examples"]), f"**{interval_text(plus, 'auroc')}**",
+                          interval_text(cells["saliency"], "auroc") if cells["saliency"] is not None else "",
+                          f"{by_auroc} {interval_text(cells[by_auroc], 'auroc')}" if cells[by_auroc] is not None else "",
+                          f"**{interval_text(plus, 'f1')}**",
+                          f"{by_f1} {interval_text(cells[by_f1], 'f1')}" if cells[by_f1] is not None else "", verdict])
+    return table_lines(["held-out task", "mode", "examples", "n", "ExpNet+ AUROC", "saliency AUROC",
+                        "best baseline AUROC", "ExpNet+ F1", "best baseline F1", "ExpNet+ vs best baseline"], lines)
 
 
 def shape_free_table(ablation: pd.DataFrame) -> str:
@@ -131,7 +170,7 @@ def by_prediction_table(metrics: pd.DataFrame) -> str:
     lines = []
     for h in fold_headlines(metrics):
         baseline = h.best_by_auroc["method"]
-        for subset, n, cells in by_prediction(metrics[metrics["fold"] == h.fold], baseline):
+        for subset, n, cells in by_prediction(mode_rows(metrics[metrics["fold"] == h.fold]), baseline):
             if EXPNET_PLUS in cells:
                 lines.append([held_out_task(h.fold), f"{subset}ly predicted", n, cells[EXPNET_PLUS],
                               cells.get(PAPER_EXPNET, ""), f"{baseline} {cells.get(baseline, '')}"])
@@ -196,7 +235,7 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, *
              "explaining that task's own classifier (never trained on these sentences). Matched budget: top-k with "
              "k = round(rho * n) for every method, rho = the training tasks' mean rationale density. Intervals: "
              "bootstrap 95% over examples. Floors: all tokens marked, random scores.", ""]
-    for fold, rows in metrics.groupby("fold", sort=False):
+    for fold, rows in mode_rows(metrics, PREDICTED).groupby("fold", sort=False):
         task = rows["held_out_task"].iloc[0]
         accuracy = classifier_metrics[(classifier_metrics["task"] == task) & (classifier_metrics["eval_set"] == "rationale_test")]
         lines += [f"## {fold}", ""]
@@ -240,6 +279,12 @@ def crosstask_summary(metrics: pd.DataFrame, classifier_metrics: pd.DataFrame, *
                     f"{'above' if own['f1'].iloc[0] > all_tokens['f1'].iloc[0] else 'below'} the all-tokens floor.")
             lines += _by_prediction(rows, best_auroc["method"])
             lines.append("")
+    lines += ["## Predicted and gold mode", "",
+              "Predicted mode (the tables above) explains each example's predicted class; gold mode explains the "
+              "class its human rationale supports (on a correct example the two are the same explanation, so gold "
+              "mode recomputes only the mispredicted ones). The best baseline is chosen in each mode among the "
+              "methods run on every example (integrated gradients, occlusion, LIME and KernelSHAP run on a sample "
+              "only).", "", modes_table(metrics), ""]
     return "\n".join(lines)
 
 
@@ -290,6 +335,35 @@ def ablation_report(*ablations: pd.DataFrame):
                                                           "F1 matched", "F1 own (calibrated)", "stack weights"]]),
                   ""]
     return table, "\n".join(lines), ablation_chart(table)
+
+
+def training_grid_report(*grids: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """All folds' training grids (CSV) and a Markdown page: per fold every cell's leave-one-training-task-out
+    validation AUROC in both modes (the choice reads the gold mode's), the cell chosen there, and its held-out AUROC
+    and matched F1 in both modes, on all and on the mispredicted examples; then the cells' mean validation AUROC over
+    the folds (what the main job's `train_on` is chosen by)."""
+    table = pd.concat(grids, ignore_index=True)
+    lines = ["# What ExpNet+ trains on: the training grid", "",
+             "Each cell trains the fold's recipe pair (signed inputs, or magnitudes) on the training tasks' correct "
+             "predictions or on all their rationale examples, with signals of the predicted class or of the class "
+             "the rationale supports (on correct predictions alone the two are one). `validation`: mean AUROC of "
+             "leave-one-training-task-out on the left-out training task's validation rationale examples, in each "
+             "mode; `chosen`: the best gold-mode validation AUROC, on the training tasks only. The held-out columns "
+             "are read after the choice. Intervals: bootstrap 95% over examples.", ""]
+    for fold, rows in table.groupby("fold", sort=False):
+        shown = rows.assign(**{
+            f"{mode} {label}": rows.apply(interval_text, axis=1, metric=f"{mode}_{metric}")
+            for mode in MODES for metric, label in (("auroc", "AUROC"), ("auroc_incorrect", "AUROC mispredicted"),
+                                                    ("f1_matched", "F1"))},
+            chosen=rows["selected"].map({True: "yes", False: ""}),
+            **{f"validation {mode}": rows[f"val_auroc_{mode}"].map("{:.4f}".format) for mode in MODES})
+        lines += [f"## {fold}", "", markdown_table(shown[[
+            "examples", "signals", "inputs", "chosen", *(f"validation {mode}" for mode in MODES),
+            *(f"{mode} {label}" for mode in MODES for label in ("AUROC", "AUROC mispredicted", "F1"))]]), ""]
+    means = (table.groupby(["train_on", "inputs"], sort=False)[[f"val_auroc_{mode}" for mode in MODES]].mean()
+             .reset_index())
+    lines += ["## Over the folds (validation only)", "", markdown_table(means.round(4)), ""]
+    return table, "\n".join(lines)
 
 
 def transfer_report(*folds: pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -33,6 +33,7 @@ from .afn import afn_comparison_table
 from .amortize import STUDENT_TABLES, student_variants_table, students_table
 from .cost import pareto_table, serving_table, stage_table, throughput_comparison_table, throughput_table
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
+                        modes_table,
                         paper_comparison_table, shape_free_table, transfer_table)
 from .fewshot import fewshot_headline
 from .rewrite import ResultsError, fill_marked_blocks, keep_missing_sections
@@ -76,6 +77,7 @@ class Reports:
     selections: dict[str, pd.DataFrame] | None = None  # each fold's ExpNet+ selection table
     fewshot: str | None = None  # fewshot.md and its summary: only a `fewshot` run writes them
     fewshot_summary: pd.DataFrame | None = None
+    training_grid: str | None = None  # expnet_plus_training_grid.md: only an `ablation` run writes it
 
     @classmethod
     def read(cls, folder: str | Path) -> "Reports":
@@ -113,7 +115,8 @@ class Reports:
                    afn_headline=_read(folder / "afn" / "headline.json", lambda p: json.loads(p.read_text()), []),
                    students=students, missing=missing, selections=selections,
                    fewshot=_read(folder / "fewshot.md", text, []),
-                   fewshot_summary=_read(folder / "fewshot_summary.csv", csv, []))
+                   fewshot_summary=_read(folder / "fewshot_summary.csv", csv, []),
+                   training_grid=_read(folder / "expnet_plus_training_grid.md", text, []))
 
 
 def _demote(markdown: str, levels: int = 2) -> str:
@@ -190,7 +193,17 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
              "## The paper's claim at this scale (`crosstask_metrics.csv`; the paper's numbers are bert-base)", "",
              paper_comparison_table(reports.metrics), "",
              "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",
-             by_prediction_table(reports.metrics), ""]
+             by_prediction_table(reports.metrics), "",
+             "## Predicted and gold mode (`crosstask_metrics.csv`, column `mode`)", "",
+             "Predicted mode explains each example's predicted class (every table above); gold mode explains the "
+             "class its human rationale supports, so on a mispredicted example it asks what the rationale marks. "
+             "The two are one explanation on a correct example (the paper's protocol keeps only those). The best "
+             "baseline is chosen in each mode among the methods run on every example: integrated gradients, "
+             "occlusion, LIME and KernelSHAP run on a sample only.", "",
+             modes_table(reports.metrics), "",
+             *(["## What ExpNet+ trains on (`expnet_plus_training_grid.md`: `kedro run --pipeline ablation`)", "",
+                _demote(reports.training_grid.strip().split("\n", 1)[1].strip(), 1), ""]
+               if reports.training_grid is not None else [])]
     if reports.fewshot is not None:
         lines += ["## Few-shot in-task (`fewshot.md`, `fewshot_summary.csv`: `kedro run --pipeline fewshot`)", "",
                   "Chart: [few-shot curves](images/fewshot.png)", "",
