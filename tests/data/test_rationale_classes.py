@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.core.data.classes import class_names_of, resolve_class
+from learned_attribution.core.data.classes import NO_CLASS, class_names_of, resolve_class
 from learned_attribution.core.data.rationales import RationaleFileError, build_format, read_rationale_file
 from learned_attribution.core.data.rationales.label_studio import LABEL_CONFIG
 from learned_attribution.core.errors import InputError
@@ -103,12 +103,16 @@ def write_jsonl(path: Path, records: list) -> Path:
     return path
 
 
-def toxic_files(folder: Path) -> dict[str, tuple[Path, str]]:
-    """One file per format whose second example's class is `toxic` (the first's is 0), with the field it is in."""
+def toxic_files(folder: Path, with_class: bool = True) -> dict[str, tuple[Path, str]]:
+    """One file per format whose second example's class is `toxic` (the first's is 0), with the field it is in;
+    without `with_class`, the same files with no class field (a Label Studio task without a class choice)."""
     words = [{"id": "a", "words": ["you", "are", "fine"], "rationale": [0, 0, 1], "label": 0},
              {"id": "b", "words": ["you", "idiot"], "rationale": [0, 1], "label": "toxic"}]
     frame = pd.DataFrame({"id": ["a", "b"], "words": [json.dumps(r["words"]) for r in words],
                           "rationale": [json.dumps(r["rationale"]) for r in words], "label": ["0", "toxic"]})
+    if not with_class:
+        words = [{k: v for k, v in r.items() if k != "label"} for r in words]
+        frame = frame.drop(columns="label")
     frame.to_csv(folder / "words.csv", index=False)
     frame.assign(words=[r["words"] for r in words], rationale=[r["rationale"] for r in words]).to_parquet(
         folder / "words.parquet")
@@ -125,6 +129,14 @@ def toxic_files(folder: Path) -> dict[str, tuple[Path, str]]:
                  {"from_name": "rationale", "to_name": "text", "type": "labels",
                   "value": {"start": 4, "end": 9, "labels": ["R"]}},
                  {"from_name": "class", "to_name": "text", "type": "choices", "value": {"choices": ["toxic"]}}]}]}]
+    if not with_class:
+        spans, doccano, categories = ([{k: v for k, v in r.items() if k not in ("label", "class", "cats")}
+                                       | ({"label": r["label"]} if name == "doccano" else {}) for r in records]
+                                      for name, records in (("spans", spans), ("doccano", doccano),
+                                                            ("cats", categories)))
+        for task in tasks:
+            task["data"].pop("label", None)
+            task["annotations"][0]["result"] = [r for r in task["annotations"][0]["result"] if r["type"] != "choices"]
     (folder / "ls.json").write_text(json.dumps(tasks), encoding="utf-8")
     return {"words.jsonl": (write_jsonl(folder / "words.jsonl", words), "line 2: 'label'"),
             "words.csv": (folder / "words.csv", "row 2: 'label'"),
@@ -151,6 +163,18 @@ def test_a_toxic_class_reads_for_a_classifier_that_has_it_and_is_refused_by_one_
     with pytest.raises(RationaleFileError, match=r"must be an integer class in 0\.\.1, got '(toxic|0)' \(a class by "
                                                  r"name needs the classifier's class names\)$"):
         read_rationale_file(path)
+
+
+@pytest.mark.parametrize("name", ["words.jsonl", "words.csv", "words.parquet", "spans", "doccano", "label studio"])
+def test_a_file_without_a_class_field_gives_no_class(tmp_path, name):
+    """Accepted, every example with `NO_CLASS` (scored in predicted mode only); a class field the user names and the
+    file lacks is refused."""
+    path, _ = toxic_files(tmp_path, with_class=False)[name]
+    examples = read_rationale_file(path, class_names=list(TOXIC))
+    assert examples["label"].tolist() == [NO_CLASS, NO_CLASS] and len(examples["word_rationale"]) == 2
+    if name in ("spans", "doccano", "label studio"):
+        with pytest.raises(RationaleFileError, match="missing the class field"):
+            read_rationale_file(path, class_names=list(TOXIC), class_field="verdict")
 
 
 def test_class_names_and_n_classes_must_agree(tmp_path):
@@ -197,9 +221,6 @@ def test_label_studio_takes_the_annotators_choice_then_the_prediction(tmp_path, 
 def test_label_studio_refuses_no_class_or_several(tmp_path):
     path = tmp_path / "export.json"
     for task, expected in (
-            (ls_task(None, None), "missing the class field data 'label' (fields: ['text']), and no 'class' choice "
-                                  "in the annotation or a prediction; name the Choices control or the data field "
-                                  "holding the class with class_field"),
             (ls_task(["normal", "toxic"], None), "the annotation's 'class' choice holds 2 classes ['normal', "
                                                  "'toxic']: a rationale supports one class, choose one"),
             (ls_task([], None), "the annotation's 'class' choice holds no class")):
@@ -207,6 +228,11 @@ def test_label_studio_refuses_no_class_or_several(tmp_path):
         with pytest.raises(RationaleFileError) as refused:
             read_rationale_file(path, class_names=TOXIC)
         assert str(refused.value).startswith(f"{path}, task 1 (id 7): {expected}"), str(refused.value)
+    # no class anywhere: the task gives none (predicted mode only); a class_field named but absent is refused
+    path.write_text(json.dumps([ls_task(None, None)]), encoding="utf-8")
+    assert read_rationale_file(path, class_names=TOXIC)["label"].tolist() == [NO_CLASS]
+    with pytest.raises(RationaleFileError, match=r"missing the class field data 'verdict'"):
+        read_rationale_file(path, class_names=TOXIC, class_field="verdict")
     # a Choices control of another name is named by class_field, and said when it is not
     task = ls_task(None, None)
     task["annotations"][0]["result"].append({"from_name": "verdict", "to_name": "text", "type": "choices",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from learned_attribution.core.data.classes import NO_CLASS
 from learned_attribution.core.data.rationales import (RationaleFileError, merge_spans, read_rationale_file,
                                                       span_word_rationale)
 
@@ -138,8 +139,6 @@ GOOD = {"id": "a", "text": "A great film.", "spans": [[2, 7]], "label": 1}
     ({**GOOD, "rationale_spans": [[2, 7]]}, "give one of 'spans' and 'rationale_spans', not both"),
     ({key: value for key, value in GOOD.items() if key != "text"}, "missing 'text' (the text the spans index)"),
     ({**GOOD, "text": " "}, "'text' must be a non-empty string"),
-    ({key: value for key, value in GOOD.items() if key != "label"}, "missing the class field 'label' (fields: "
-                                                                    "['id', 'spans', 'text'])"),
     ({**GOOD, "label": "positive"}, "the class field 'label' must be an integer class in 0..1, got 'positive'"),
     ({**GOOD, "label": True}, "the class field 'label' must be an integer class in 0..1, got True"),
     ({**GOOD, "label": 2}, "the class field 'label' must be an integer class in 0..1, got 2"),
@@ -153,6 +152,15 @@ def test_each_bad_span_record_is_named_by_file_and_line(tmp_path, bad, expected)
     assert expected in str(error.value)
 
 
+def test_a_record_without_its_class_gives_none_unless_the_class_field_is_named(tmp_path):
+    classless = {key: value for key, value in GOOD.items() if key != "label"}
+    path = write_jsonl(tmp_path / "mine.jsonl", [classless, {**GOOD, "id": "b", "label": None}])
+    assert read_rationale_file(path)["label"].tolist() == [NO_CLASS, NO_CLASS]
+    with pytest.raises(RationaleFileError, match=r"mine.jsonl, line 1: missing the class field 'label' \(fields: "
+                                                 r"\['id', 'spans', 'text'\]\)"):
+        read_rationale_file(path, class_field="label")
+
+
 def test_a_span_covering_no_tokenizer_word_is_refused(tmp_path, bert_tokenizer):
     path = write_jsonl(tmp_path / "gap.jsonl", [{**GOOD, "text": "fun , \t ok", "spans": [[5, 8]]}])
     with pytest.raises(RationaleFileError, match=r"gap.jsonl, line 1: span \[5, 8\] covers no word \(only ' \\t '\)"):
@@ -163,9 +171,6 @@ def test_bad_doccano_records_are_named(tmp_path):
     good = {"id": 1, "text": "A great film.", "label": [[2, 7, "Rationale"]], "class": 1}
     cases = [({**good, "label": [[2, 20, "Rationale"]]}, "line 2: span [2, 20] labelled Rationale is outside the text"),
              ({**good, "label": [[3, 2, "Rationale"]]}, "line 2: span [3, 2] labelled Rationale is empty or reversed"),
-             ({key: value for key, value in good.items() if key != "class"},
-              "line 2: missing the class field 'class' (fields: ['id', 'label', 'text']); name the field holding "
-              "the class (a name or an index) with class_field"),
              ({**good, "label": [[2, 7]]}, "line 2: 'label' entries must be [start, end, tag]"),
              ({"id": 2, "text": "A great film.", "class": 1}, "line 2: no spans: a doccano record needs 'label'")]
     for bad, expected in cases:

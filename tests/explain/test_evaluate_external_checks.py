@@ -188,7 +188,7 @@ def test_an_all_one_file_warns_that_auroc_is_undefined_and_scores_without_error(
     class Plus:
         calibrated_threshold = 0.5
 
-    metrics = external.metrics_table(token_scores, predictions, faithfulness,
+    metrics = external.metrics_table(token_scores, token_scores.iloc[:0], predictions, faithfulness,
                                      {"rho": 0.4, "threshold": 0.5, "calibrated_threshold": 0.5}, Plus(),
                                      scoring_for(settings), settings)
     row = metrics[(metrics["method"] == "saliency") & (metrics["rule"] == "matched") & (metrics["subset"] == "all")]

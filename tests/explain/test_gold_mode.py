@@ -110,3 +110,21 @@ def test_a_classifier_right_on_every_example_needs_no_second_pass(fold):
                                        None)
     assert failures.empty and by_key(gold).keys() == by_key(predicted).keys()
     assert all(np.array_equal(a, by_key(predicted)[k]) for k, a in by_key(gold).items())
+
+
+def test_a_file_without_classes_is_scored_in_predicted_mode_only_and_says_so(fold, caplog):
+    from learned_attribution.core.data.classes import NO_CLASS
+    from learned_attribution.services.evaluation import external
+
+    classifier, predictions, learned, _ = fold
+    classless = predictions.assign(label=NO_CLASS, correct=False)
+    scoring = replace(SCORING, expensive=())
+    predicted, _, _ = explain_rationale_set(classifier, classless, learned, scoring, COMPUTE)
+    with caplog.at_level("WARNING"):
+        gold, failures = external.explain_gold(classifier, classless, learned, predicted, scoring, COMPUTE)
+    assert gold.empty and failures.empty
+    assert "gold mode absent: 6 of 6 scored examples give no class" in caplog.text
+    table = score_rationale_set(predicted, classless, None, rho=0.4, thresholds={}, scoring=scoring,
+                                fold="heldout_sst2", held_out_task="external")
+    assert set(table["subset"]) == {"all", "sample"} and set(table["mode"]) == {PREDICTED}  # nothing is mispredicted
+    assert table["classifier_accuracy"].isna().all()

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from learned_attribution.core.errors import InputError
 
+NO_CLASS = -1  # a rationale whose file gives no class: scored in predicted mode only (core/data/modes.py)
 DIGITS = re.compile(r"[0-9]+")  # ASCII digits only: str.isdigit takes superscripts and other scripts' digits
 
 

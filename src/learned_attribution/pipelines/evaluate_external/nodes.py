@@ -56,18 +56,27 @@ def explain_external(classifier: TrainedClassifier, predictions: pd.DataFrame, l
     return protocol.explain_rationale_set(classifier, predictions, learned, scoring, compute)
 
 
+def explain_external_gold(classifier: TrainedClassifier, predictions: pd.DataFrame, learned: dict[str, LearnedModel],
+                          token_scores: pd.DataFrame, scoring: ScoringSettings, compute: ComputeSettings
+                          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Gold mode: the examples the classifier mispredicted explained again for the class the file gives them, by
+    every class-aware method; none when the file gives no class (predicted mode only, and the log says so)."""
+    return external.explain_gold(classifier, predictions, learned, token_scores, scoring, compute)
+
+
 def external_faithfulness(classifier: TrainedClassifier, token_scores: pd.DataFrame, predictions: pd.DataFrame,
                           scoring: ScoringSettings, compute: ComputeSettings) -> pd.DataFrame:
     """ERASER comprehensiveness and sufficiency (AOPC) of every method on the seeded sample."""
     return protocol.sample_faithfulness(classifier, token_scores, predictions, scoring, compute)
 
 
-def score_external(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
-                   budget: dict[str, Any], learned: dict[str, LearnedModel], scoring: ScoringSettings,
-                   settings: ExternalSettings) -> pd.DataFrame:
-    """The fold metrics table of the file, with the classifier's task and the file as columns."""
-    return external.metrics_table(token_scores, predictions, faithfulness, budget, learned[EXPNET_PLUS], scoring,
-                                  settings)
+def score_external(token_scores: pd.DataFrame, gold_scores: pd.DataFrame, predictions: pd.DataFrame,
+                   faithfulness: pd.DataFrame, budget: dict[str, Any], learned: dict[str, LearnedModel],
+                   scoring: ScoringSettings, settings: ExternalSettings) -> pd.DataFrame:
+    """The fold metrics table of the file in both modes (predicted only when the file gives no class), with the
+    classifier's task and the file as columns."""
+    return external.metrics_table(token_scores, gold_scores, predictions, faithfulness, budget, learned[EXPNET_PLUS],
+                                  scoring, settings)
 
 
 def metrics_partition(metrics: pd.DataFrame, settings: ExternalSettings) -> dict[str, pd.DataFrame]:

@@ -12,8 +12,8 @@ work; the MLflow store is checked by the hook before the first node.
 """
 from kedro.pipeline import Pipeline, node, pipeline
 
-from .nodes import (check_fold, explain_external, external_faithfulness, metrics_partition, parse_settings,
-                    plot_metrics, predict_external, run_counts, score_external)
+from .nodes import (check_fold, explain_external, explain_external_gold, external_faithfulness, metrics_partition,
+                    parse_settings, plot_metrics, predict_external, run_counts, score_external)
 
 NAMESPACE = "evaluate_external"
 PARAMETERS = {"evaluate_external", "external_outputs", "crosstask", "explained_layer", "seed", "compute", "max_length"}
@@ -30,10 +30,13 @@ def create_pipeline(**kwargs) -> Pipeline:
                                 "compute_settings"], ["predictions", "file_counts"], name="predict_external"),
         node(explain_external, ["classifier", "predictions", "learned", "scoring", "compute_settings"],
              ["token_scores", "explain_failures", "explain_cost"], name="explain_external"),
+        node(explain_external_gold, ["classifier", "predictions", "learned", "token_scores", "scoring",
+                                     "compute_settings"], ["gold_token_scores", "gold_explain_failures"],
+             name="explain_external_gold"),
         node(external_faithfulness, ["classifier", "token_scores", "predictions", "scoring", "compute_settings"],
              "faithfulness", name="external_faithfulness"),
-        node(score_external, ["token_scores", "predictions", "faithfulness", "budget", "learned", "scoring",
-                              "settings"], "metrics_table", name="score_external"),
+        node(score_external, ["token_scores", "gold_token_scores", "predictions", "faithfulness", "budget", "learned",
+                              "scoring", "settings"], "metrics_table", name="score_external"),
         node(metrics_partition, ["metrics_table", "settings"], "metrics", name="save_metrics"),
         node(run_counts, ["file_counts", "predictions", "explain_failures", "budget"], "counts", name="run_counts"),
         node(plot_metrics, ["metrics_table", "settings"], "metrics_plot", name="plot_metrics"),

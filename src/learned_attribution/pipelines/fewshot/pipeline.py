@@ -24,23 +24,25 @@ def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
         training = [t for t in tasks if t != task]
         bundle, signals = f"{FOLD_PREFIX}{task}.bundle", f"{task}.explainer_signals"
         predictions, metrics = f"{task}.rationale_predictions", f"{FOLD_PREFIX}{task}.fold_metrics"
+        gold, gold_metrics = f"{task}.gold_signals", f"{FOLD_PREFIX}{task}.gold_metrics"
         classifier = f"{task}.classifier"  # the held-out classifier: the `suggested` rows' representations
-        train_signals = [f"{t}.explainer_signals" for t in training]
+        train_signals = [name for t in training for name in (f"{t}.explainer_signals", f"{t}.gold_signals")]
         folds.append(pipeline(
             [node(fewshot_settings, ["params:crosstask", "params:expnet_plus_variants", "params:fewshot",
                                      "params:explained_layer", "params:seed", "params:compute"],
-                  ["scoring", "settings", "training", "compute_settings"], name="parse_settings"),
+                  ["scoring", "settings", "training", "train_on", "compute_settings"], name="parse_settings"),
              node(bind(choose_refits, fold=f"{FOLD_PREFIX}{task}"),
-                  [bundle, "settings", "training", "compute_settings", *train_signals], ["refits", "prior_choice"],
-                  name="choose_refits"),
-             node(fit_priors, [bundle, "refits", signals, "settings", "training", "compute_settings", *train_signals],
-                  "priors", name="fit_priors"),
+                  [bundle, "settings", "training", "train_on", "compute_settings", *train_signals],
+                  ["refits", "prior_choice"], name="choose_refits"),
+             node(fit_priors, [bundle, "refits", signals, "settings", "training", "train_on", "compute_settings",
+                               *train_signals], "priors", name="fit_priors"),
              node(bind(fewshot_choice, fold=f"{FOLD_PREFIX}{task}"), ["refits", "priors"], "choice",
                   name="store_choice"),
              node(bind(fewshot_curve, fold=f"{FOLD_PREFIX}{task}"),
-                  ["priors", signals, predictions, metrics, bundle, "scoring", "settings", "refits", classifier,
-                   "compute_settings"], "curve", name="fewshot_curve")],
-            namespace=f"fewshot_{task}", inputs={bundle, signals, predictions, metrics, classifier, *train_signals},
+                  ["priors", signals, gold, predictions, metrics, gold_metrics, bundle, "scoring", "settings",
+                   "refits", classifier, "compute_settings"], "curve", name="fewshot_curve")],
+            namespace=f"fewshot_{task}",
+            inputs={bundle, signals, gold, predictions, metrics, gold_metrics, classifier, *train_signals},
             parameters=PARAMETERS))
     # the folds' curves, then their prior choices, in the same fold order
     report = node(fewshot_report, [*(f"fewshot_{task}.curve" for task in tasks),

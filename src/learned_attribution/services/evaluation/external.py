@@ -18,7 +18,10 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.core.atomic import probe_writable
+from learned_attribution.core.data.classes import NO_CLASS
+from learned_attribution.core.data.modes import GOLD
 from learned_attribution.core.data.rationales import RationaleFileError, no_rationale_words
+from learned_attribution.core.explainers.apply import FAILURE_COLUMNS
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.models.projection import has_rationale_token, project_to_subwords
@@ -167,14 +170,36 @@ def predict(examples: pd.DataFrame, classifier: TrainedClassifier, max_length: i
 # The run's outputs
 # ----------------------------------------------------------------------------------------------------
 
-def metrics_table(token_scores: pd.DataFrame, predictions: pd.DataFrame, faithfulness: pd.DataFrame,
-                  budget: Mapping[str, Any], expnet_plus: LearnedModel, scoring: ScoringSettings,
-                  settings: ExternalSettings) -> pd.DataFrame:
-    """The fold metrics table of the file (fold = the ExpNet's fold, held_out_task = "external"), with the
-    classifier's task and the file appended as columns."""
-    metrics = protocol.score_rationale_set(token_scores, predictions, faithfulness, budget["rho"],
-                                           protocol.learned_thresholds(budget, expnet_plus), scoring,
-                                           fold=settings.expnet_fold, held_out_task=HELD_OUT_TASK)
+def has_classes(predictions: pd.DataFrame) -> bool:
+    """Whether every scored example gives the class its rationale supports (a file may give none: `NO_CLASS`)."""
+    return bool((predictions["label"].astype(int) != NO_CLASS).all())
+
+
+def explain_gold(classifier: TrainedClassifier, predictions: pd.DataFrame, learned: Mapping[str, LearnedModel],
+                 token_scores: pd.DataFrame, scoring: ScoringSettings, compute: ComputeSettings
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Gold mode's token scores (`protocol.explain_gold_mode`, the learned explainers in a pass of their own for the
+    file's class), or empty tables when the file gives no class to every scored example: then predicted mode is
+    all there is, and a line says so."""
+    if not has_classes(predictions):
+        n = int((predictions["label"].astype(int) == NO_CLASS).sum())
+        logger.warning("gold mode absent: %d of %d scored examples give no class (the class their rationale "
+                       "supports); the file is scored in predicted mode only", n, len(predictions))
+        return token_scores.iloc[:0], pd.DataFrame(columns=FAILURE_COLUMNS)
+    return protocol.explain_gold_mode(classifier, predictions, learned, scoring, compute, token_scores)
+
+
+def metrics_table(token_scores: pd.DataFrame, gold_scores: pd.DataFrame, predictions: pd.DataFrame,
+                  faithfulness: pd.DataFrame, budget: Mapping[str, Any], expnet_plus: LearnedModel,
+                  scoring: ScoringSettings, settings: ExternalSettings) -> pd.DataFrame:
+    """The fold metrics table of the file (fold = the ExpNet's fold, held_out_task = "external") in predicted mode
+    and, when the file gives classes, in gold mode, with the classifier's task and the file appended as columns."""
+    common = dict(rho=budget["rho"], thresholds=protocol.learned_thresholds(budget, expnet_plus), scoring=scoring,
+                  fold=settings.expnet_fold, held_out_task=HELD_OUT_TASK)
+    tables = [protocol.score_rationale_set(token_scores, predictions, faithfulness, **common)]
+    if len(gold_scores):
+        tables.append(protocol.score_rationale_set(gold_scores, predictions, None, mode=GOLD, **common))
+    metrics = pd.concat(tables, ignore_index=True)
     metrics = metrics.assign(classifier_task=settings.classifier_task, file=settings.file)
     return metrics.reindex(columns=[*protocol.METRIC_COLUMNS, *EXTRA_COLUMNS])
 

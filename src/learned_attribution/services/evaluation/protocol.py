@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from learned_attribution.core.data.classes import NO_CLASS
 from learned_attribution.core.data.modes import EXPLAINED, PREDICTED, check_mode, recomputed, rows_in_mode
 from learned_attribution.core.explainers.apply import FAILURE_COLUMNS, ExplainRun, explain_examples, resolve_method
 from learned_attribution.core.metrics.registry import EXAMPLE_METRICS
@@ -114,15 +115,23 @@ def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float
     examples = examples.set_index("example_id")
     rows = []
     correct = examples["correct"].to_numpy(bool)
-    subsets = {"all": examples.index, "correct": examples.index[correct], "incorrect": examples.index[~correct]}
+    # An example whose file gives no class is neither correct nor mispredicted: in `all` (and the sample) only.
+    known = examples["label"].astype(int).to_numpy() != NO_CLASS if "label" in examples else np.ones_like(correct)
+    subsets = {"all": examples.index, "correct": examples.index[correct & known],
+               "incorrect": examples.index[~correct & known]}
     if sample_ids is not None:
         subsets["sample"] = pd.Index(list(sample_ids))
+
+    def accuracy(ids) -> float:
+        scored = examples.loc[ids]
+        scored = scored[known[examples.index.get_indexer(ids)]]
+        return float(scored["correct"].mean()) if len(scored) else float("nan")
     for subset, ids in subsets.items():
         if len(ids) == 0:
             continue
         gold = [gold_labels(examples.at[i, "token_labels"]) for i in ids]
         base = {"fold": fold, "held_out_task": held_out_task, "mode": check_mode(mode), "subset": subset,
-                "classifier_accuracy": float(examples.loc[ids, "correct"].mean())}
+                "classifier_accuracy": accuracy(ids)}
         lengths = [len(g) for g in gold]
         randoms = random_scores(lengths, seed)
         floors = {"all_tokens": ([np.ones(n) for n in lengths], all_tokens_masks(gold)),
@@ -140,7 +149,7 @@ def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float
             rules = {"matched": None, **thresholds.get(method, {"own": None})}
             for rule, metrics in method_rows(scores, method_gold, rho, rules, n_boot, seed).items():
                 rows.append({**base, "method": method, "family": group["family"].iloc[0], "rule": rule,
-                             "classifier_accuracy": float(examples.loc[present, "correct"].mean()), **metrics})
+                             "classifier_accuracy": accuracy(present), **metrics})
     return pd.DataFrame(rows).reindex(columns=metric_columns())
 
 
@@ -305,8 +314,10 @@ def _explain_runs(classifier, examples: pd.DataFrame, sampled: pd.DataFrame, lea
         for subset, rows in (("all", examples), ("sample", sampled)):
             local = {n: m for n, m in methods.items() if (n in scoring.expensive) == (subset == "sample")}
             if local and len(rows):
+                # The pass methods share one pass per batch; with `timing` each is then timed alone on the sample.
                 runs.append(explain_examples(classifier.model, classifier.tokenizer, rows, local, scoring.batch_size,
-                                             timing=sampled if subset == "all" and timing else None))
+                                             timing=(sampled if timing else sampled.iloc[:0]) if subset == "all"
+                                             else None))
                 where.update(dict.fromkeys(local, f"in process ({compute.device})"))
             distributed = {n: scoring.baselines[n] for n in remote if (n in scoring.expensive) == (subset == "sample")}
             if distributed and len(rows):

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from learned_attribution.core.data.modes import CORRECT_ONLY
 from learned_attribution.core.models.learned import (LearnedModel, TrainingSettings, Variant, transformed_rows,
                                                     validation_auroc)
 from learned_attribution.core.models.learned.fewshot import (FOLD_PRIOR, ChosenRefit, FewShotChoice, FewShotSettings,
@@ -54,16 +55,17 @@ def candidate_priors(model: LearnedModel, settings: FewShotCurveSettings, first:
 
 
 def choose_refits(model: LearnedModel, training: Sequence[pd.DataFrame], rho: float, settings: FewShotCurveSettings,
-                  training_settings: TrainingSettings, device: torch.device | str = "cpu", *, fold: str
-                  ) -> tuple[dict[int, Refit], pd.DataFrame]:
+                  training_settings: TrainingSettings, device: torch.device | str = "cpu", *, fold: str,
+                  examples: str = CORRECT_ONLY) -> tuple[dict[int, Refit], pd.DataFrame]:
     """The fold's prior for every k > 0 of `settings.ks` (refit with `settings.schedule`), chosen on its training
-    tasks' signal tables (`training`; the held-out task is not an argument): for each training task V and candidate
+    tasks' signal tables (`training`, in the mode the priors train on, their `examples`; the held-out task is not an
+    argument): for each training task V and candidate
     prior (`candidate_priors`), the prior's variant fitted on the other training tasks for V's classifier, refit on k
     of V's annotated rationale_train examples (`choice_repeats` seeded draws; all of them where V has fewer, counted
     in `n_train_examples`), and scored on V's rationale validation examples (every one with a rationale, mispredicted
     ones too). Returns per k the prior with the best mean AUROC (ties to the earlier prior, the fold's own first), and
     the table of every refit, with the priors' own scores as k = 0 rows."""
-    parts = [signal_tables(table) for table in training]
+    parts = [signal_tables(table, examples) for table in training]
     check_training_tasks([p["unlabeled"] for p in parts], "explainer signals")
     tables = {p["unlabeled"]["task"].iloc[0]: p | {"pool": rationale_tokens(table, "rationale_train")}
               for p, table in zip(parts, training)}
@@ -106,7 +108,8 @@ def choose_refits(model: LearnedModel, training: Sequence[pd.DataFrame], rho: fl
 
 def fit_priors(model: LearnedModel, refits: Mapping[int, Refit], training: Sequence[pd.DataFrame],
                held_out: pd.DataFrame, rho: float, settings: FewShotCurveSettings,
-               training_settings: TrainingSettings, device: torch.device | str = "cpu") -> dict[str, LearnedModel]:
+               training_settings: TrainingSettings, device: torch.device | str = "cpu",
+               examples: str = CORRECT_ONLY) -> dict[str, LearnedModel]:
     """The priors the `refits` name: the fold's own ExpNet+ `model` (always, as k = 0), and each other chosen
     variant fitted on all the fold's training tasks for the held-out classifier (its signals `held_out` enter
     unlabeled), as the fold fits its candidates, with the fold's threshold and context."""
@@ -114,7 +117,7 @@ def fit_priors(model: LearnedModel, refits: Mapping[int, Refit], training: Seque
     needed = {refit.prior for refit in refits.values()} - {FOLD_PRIOR}
     if not needed:
         return models
-    parts, target, stats = cross_task_inputs(training, held_out)
+    parts, target, stats = cross_task_inputs(training, held_out, examples)
     priors = candidate_priors(model, settings, training[0])
     for name in sorted(needed):
         prior_variant, columns = priors[name]

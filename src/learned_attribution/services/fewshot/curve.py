@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from learned_attribution.core.data.modes import GOLD, rows_in_mode
 from learned_attribution.core.models.learned import LearnedModel, TransformedRows, transformed_rows
 from learned_attribution.core.models.learned.fewshot import FOLD_PRIOR, fine_tune
 from learned_attribution.core.models.loading import TrainedClassifier
@@ -29,9 +30,19 @@ logger = logging.getLogger(__name__)
 
 REFERENCE_METHODS = ("saliency",)  # beside the fold's best baselines
 BEST_BASELINE, BEST_BASELINE_F1 = "best baseline", "best baseline (F1)"  # the best by AUROC, by matched F1
-CURVE_COLUMNS = ["fold", "method", "role", "k", "repeat", "prior", "n_train_examples", "n_examples", "auroc",
-                 "auroc_low", "auroc_high", "f1_matched", "f1_matched_low", "f1_matched_high", "auroc_incorrect",
-                 "auroc_incorrect_low", "auroc_incorrect_high", "auroc_correct", "f1_matched_incorrect"]
+SCORE_COLUMNS = ["auroc", "auroc_low", "auroc_high", "f1_matched", "f1_matched_low", "f1_matched_high",
+                 "auroc_incorrect", "auroc_incorrect_low", "auroc_incorrect_high"]
+# Predicted mode's scores, then gold mode's (`gold_<column>`: each test example explained for its gold class).
+CURVE_COLUMNS = ["fold", "method", "role", "k", "repeat", "prior", "n_train_examples", "n_examples", *SCORE_COLUMNS,
+                 "auroc_correct", "f1_matched_incorrect", *(f"{GOLD}_{column}" for column in SCORE_COLUMNS)]
+
+
+def both_modes(model: LearnedModel, test: tuple[TransformedRows, TransformedRows], examples: pd.DataFrame, rho: float,
+               scoring: ScoringSettings) -> dict[str, Any]:
+    """A refit's scores on the test examples in predicted mode (`learned_rationale_scores`) and, as `gold_<column>`,
+    in gold mode (`test`: its predicted-mode and gold-mode rows)."""
+    predicted, gold = (learned_rationale_scores(model, rows, examples, rho, scoring) for rows in test)
+    return {**predicted, **{f"{GOLD}_{column}": gold[column] for column in SCORE_COLUMNS}}
 
 
 def annotated_pool(predictions: pd.DataFrame, roles: Sequence[str], test_ids: Sequence[str]) -> pd.DataFrame:
@@ -50,23 +61,24 @@ SUGGESTED = "suggested"  # the role of the rows refit on the k examples `service
 
 
 def suggested_row(prior: LearnedModel, refit: Refit, labelled: TransformedRows, candidates: Candidates, k: int,
-                  signals: TransformedRows, test: pd.DataFrame, rho: float, scoring: ScoringSettings, *, fold: str
-                  ) -> dict[str, Any]:
+                  signals: tuple[TransformedRows, TransformedRows], test: pd.DataFrame, rho: float,
+                  scoring: ScoringSettings, *, fold: str) -> dict[str, Any]:
     """The `suggested` row of k: `prior` refit on the k pool examples the suggestion rule picks (`suggest.pick`:
     the most typical text of each of k clusters of the held-out classifier's representation, k-means seeded as
     `learned-attribution suggest` seeds it by default) with the k's schedule, seeded as the k's draw 0, and scored as
     a draw is; repeat 0."""
     ids = pick(candidates, k)
     tuned = fine_tune(prior, labelled.of_examples(ids), refit.schedule)
-    scores = learned_rationale_scores(tuned, signals, test, rho, scoring)
+    scores = both_modes(tuned, signals, test, rho, scoring)
     logger.info("%s: few-shot k=%d, the %d suggested examples: AUROC %.4f", fold, k, len(ids), scores["auroc"])
     return {"fold": fold, "method": EXPNET_PLUS, "role": SUGGESTED, "k": k, "repeat": 0,
             "prior": prior.variant.name, "n_train_examples": len(ids), **scores}
 
 
-def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions: pd.DataFrame,
-          fold_metrics: pd.DataFrame, rho: float, scoring: ScoringSettings, settings: FewShotCurveSettings,
-          refits: Mapping[int, Refit], *, fold: str, classifier: TrainedClassifier) -> pd.DataFrame:
+def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, gold_signals: pd.DataFrame,
+          predictions: pd.DataFrame, fold_metrics: pd.DataFrame, gold_metrics: pd.DataFrame, rho: float,
+          scoring: ScoringSettings, settings: FewShotCurveSettings, refits: Mapping[int, Refit], *, fold: str,
+          classifier: TrainedClassifier) -> pd.DataFrame:
     """The few-shot curve of one fold (`CURVE_COLUMNS`): for every k and draw, that k's prior (`priors`, by the
     names `refits` use; k = 0 is the fold's own ExpNet+ itself) refit on k annotated examples with that k's schedule
     and scored on the held-out rationale test set (AUROC and matched F1 with bootstrap 95% intervals, the
@@ -74,13 +86,18 @@ def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions
     best by matched F1 where that is another method (`BEST_BASELINE_F1`) and saliency. A k larger than the pool is
     skipped with one line saying how many examples were found. For every k > 0, beside the draws, a
     `suggested` row (`suggested_row`): the k examples of the same pool that the suggestion rule picks with the
-    held-out `classifier` (one pass over the pool), refit and scored as the draws are."""
+    held-out `classifier` (one pass over the pool), refit and scored as the draws are. A refit trains on the signals of
+    the class each annotated example's rationale supports (`gold_signals`: the mispredicted ones', as a user's refit
+    reads the annotator's class) and every row is scored in both modes (`gold_metrics`: the references' gold mode)."""
     test = scored_examples(predictions, scoring)
     pool = annotated_pool(predictions, settings.pool_roles, list(test["example_id"]))
     pool_ids = list(pool["example_id"])
-    labelled = signals[signals["example_id"].isin(set(pool_ids))]
-    test_signals = signals[signals["example_id"].isin(set(test["example_id"]))]
-    transformed: dict[str, tuple[TransformedRows, TransformedRows]] = {}  # per prior: its pool and test rows, once
+    gold = rows_in_mode(signals, gold_signals, GOLD)
+    labelled = gold[gold["example_id"].isin(set(pool_ids))]
+    test_ids = set(test["example_id"])
+    test_signals = (signals[signals["example_id"].isin(test_ids)], gold[gold["example_id"].isin(test_ids)])
+    # per prior: its pool rows and test rows in both modes, transformed once
+    transformed: dict[str, tuple[TransformedRows, tuple[TransformedRows, TransformedRows]]] = {}
     candidates = pool_candidates(classifier, pool, scoring.batch_size)  # the `suggested` rows' rule (suggest.py)
     rows = []
     for k in settings.ks:
@@ -91,12 +108,13 @@ def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions
         refit = refits.get(k, Refit(FOLD_PRIOR, settings.schedule))  # k = 0 draws nothing: the prior itself
         prior = priors[refit.prior]
         if refit.prior not in transformed:
-            transformed[refit.prior] = (transformed_rows(prior, labelled), transformed_rows(prior, test_signals))
+            transformed[refit.prior] = (transformed_rows(prior, labelled),
+                                        tuple(transformed_rows(prior, rows) for rows in test_signals))
         prior_pool, prior_test = transformed[refit.prior]
         for repeat in range(settings.repeats if k else 1):
             ids = draw(pool_ids, k, repeat, refit.schedule.seed)
             tuned = fine_tune(prior, prior_pool.of_examples(ids), replace(refit.schedule, seed=refit.schedule.seed + repeat))
-            scores = learned_rationale_scores(tuned, prior_test, test, rho, scoring)
+            scores = both_modes(tuned, prior_test, test, rho, scoring)
             rows.append({"fold": fold, "method": EXPNET_PLUS, "role": "few-shot", "k": k, "repeat": repeat,
                          "prior": prior.variant.name, "n_train_examples": len(ids), **scores})
         logger.info("%s: few-shot k=%d (prior %s): AUROC %s", fold, k, prior.variant.name,
@@ -110,10 +128,15 @@ def curve(priors: Mapping[str, LearnedModel], signals: pd.DataFrame, predictions
     references = [(best, BEST_BASELINE)] + ([(best_f1, BEST_BASELINE_F1)] if list(best_f1["method"]) !=
                                             list(best["method"]) else [])
     references += [(matched[matched["method"] == m], m) for m in REFERENCE_METHODS]
+    gold_matched = gold_metrics[(gold_metrics["subset"] == "all") & (gold_metrics["rule"] == "matched")]
     for frame, role in references:
         for _, reference in frame.iterrows():
-            rows.append({"fold": fold, "method": reference["method"], "role": role,
-                         **as_learned_row(reference, fold_metrics)})
+            row = {"fold": fold, "method": reference["method"], "role": role,
+                   **as_learned_row(reference, fold_metrics)}
+            for _, in_gold in gold_matched[gold_matched["method"] == reference["method"]].head(1).iterrows():
+                row.update({f"{GOLD}_{column}": value for column, value in as_learned_row(in_gold, gold_metrics).items()
+                            if column in SCORE_COLUMNS})
+            rows.append(row)
     return pd.DataFrame(rows).reindex(columns=CURVE_COLUMNS)
 
 
@@ -143,6 +166,13 @@ def curve_summary(curves: pd.DataFrame) -> pd.DataFrame:
                             f"{metric}_draws_apart": int((draws[f"{metric}_low"] > reference[f"{metric}_high"]).sum())})
             row.update({"auroc_incorrect": draws["auroc_incorrect"].mean(),
                         "saliency_auroc_incorrect": saliency["auroc_incorrect"].iloc[0] if len(saliency) else np.nan})
+            for metric in ("auroc", "auroc_incorrect"):  # gold mode, against the same baselines in gold mode
+                column = f"{GOLD}_{metric}"
+                row[column] = draws[column].mean() if column in draws else np.nan
+                row[f"baseline_{column}"] = best.get(column, np.nan)
+            row[f"saliency_{GOLD}_auroc_incorrect"] = (saliency[f"{GOLD}_auroc_incorrect"].iloc[0]
+                                                       if len(saliency) and f"{GOLD}_auroc_incorrect" in saliency
+                                                       else np.nan)
             suggested = group[(group["role"] == SUGGESTED) & (group["k"] == k)]
             for metric, reference in references.items():  # beside the draws, not in their mean
                 row[f"suggested_{metric}"] = suggested[metric].iloc[0] if len(suggested) else np.nan

@@ -9,9 +9,11 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
-from learned_attribution.core.data.classes import class_names_of
+from learned_attribution.core.data.classes import NO_CLASS, class_names_of
+from learned_attribution.core.data.modes import EXPLAINED
 from learned_attribution.core.data.rationales import no_rationale_words, read_rationale_file
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.models import artifacts
@@ -99,6 +101,8 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
                 prior_name, n_examples, schedule)
     projected = projected.assign(predicted=predict_proba(model, list(projected["input_ids"]), batch_size,
                                                          tokenizer.pad_token_id).argmax(1))
+    # Signals of the class each rationale supports (the annotator's; the predicted one where the file gives none).
+    projected[EXPLAINED] = np.where(projected["label"] != NO_CLASS, projected["label"], projected["predicted"])
     rows = pd.concat(signal_rows(model, tokenizer, projected, learned.variant.feature_sets, prior.layer, batch_size),
                      ignore_index=True)
     tuned = fine_tune(learned, rows, schedule)

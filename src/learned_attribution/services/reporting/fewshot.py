@@ -52,7 +52,9 @@ def fewshot_page(summary: pd.DataFrame, priors: pd.DataFrame) -> str:
              "is apart above the best baseline's). `apart`: "
              "draws whose interval lies above the best baseline's, each metric against the best baseline by that metric "
              "(AUROC against the best by AUROC, matched F1 against the best by matched F1; on some folds two "
-             "methods).", ""]
+             "methods). A refit trains on the signals of the class each annotated rationale supports; `gold mode`: "
+             "the same refits scored explaining each test example's gold class (predicted mode, every other "
+             "column, explains the predicted class).", ""]
     for fold, rows in summary.groupby("fold", sort=False):
         first = rows.iloc[0]
         shown = pd.DataFrame({
@@ -63,6 +65,11 @@ def fewshot_page(summary: pd.DataFrame, priors: pd.DataFrame) -> str:
             "F1 apart": rows["f1_matched_draws_apart"].astype(str) + "/" + rows["draws"].astype(str),
             "AUROC, mispredicted": rows["auroc_incorrect"],
             "saliency, mispredicted": rows["saliency_auroc_incorrect"],
+            **({"gold mode: AUROC (best baseline)": [f"{r['gold_auroc']:.3f} ({r['baseline_gold_auroc']:.3f})"
+                                                     for _, r in rows.iterrows()],
+                "gold mode, mispredicted: AUROC (saliency)": [
+                    f"{r['gold_auroc_incorrect']:.3f} ({r['saliency_gold_auroc_incorrect']:.3f})"
+                    for _, r in rows.iterrows()]} if "gold_auroc" in rows else {}),
             "suggested: AUROC / F1": [_suggested(row) for _, row in rows.iterrows()]})
         winning = rows[(rows["auroc_draws_apart"] == rows["draws"]) & (rows["f1_matched_draws_apart"] == rows["draws"])]
         above = (f"{first['best_baseline']} on both AUROC and matched F1"

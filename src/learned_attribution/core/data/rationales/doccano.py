@@ -75,7 +75,8 @@ def record_category(record: dict, n_classes: int, source: str, where: str, class
     if class_field is None and CATEGORIES in record:
         return class_value(record[CATEGORIES], f"{source}, {where}: the category {CATEGORIES!r}", n_classes,
                            class_names)
-    return record_class(record, class_field or CLASS_FIELD, n_classes, source, where, class_names=class_names)
+    return record_class(record, class_field or CLASS_FIELD, n_classes, source, where, class_names=class_names,
+                        required=class_field is not None)
 
 
 @register(NAME)

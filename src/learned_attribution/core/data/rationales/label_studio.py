@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
+from learned_attribution.core.data.classes import NO_CLASS
 from learned_attribution.core.data.rationales.records import (RationaleFileError, SourceFile, SpanRecord,
                                                               checked_span, class_value, record_class, record_id,
                                                               record_text, written_class)
@@ -107,6 +108,9 @@ def task_class(task: dict, annotation: dict, source: str, where: str, n_classes:
         others = sorted({item["from_name"] for item in _results(annotation, source, where)
                          if isinstance(item, dict) and item.get("type") == "choices"
                          and isinstance(item.get("from_name"), str)})
+        if class_field is None and not others:  # no class anywhere: predicted mode only
+            origins["none"] += 1
+            return NO_CLASS
         raise RationaleFileError(
             f"{source}, {where}: missing the class field data {field!r} (fields: {sorted(task[DATA])}), and no "
             f"{control!r} choice in the annotation or a prediction"
@@ -160,8 +164,8 @@ def label_studio_records(tasks: list, source: str, n_classes: int = 2, class_fie
     if not records:
         raise RationaleFileError(f"{source}: no examples (no task has an annotation that is not cancelled)")
     logger.info("%s: the class of %d task(s) is the annotator's choice, of %d the prediction's (left as "
-                "pre-selected), of %d the data field", source, origins["annotation"], origins["prediction"],
-                origins["data"])
+                "pre-selected), of %d the data field; %d give none (predicted mode only)", source,
+                origins["annotation"], origins["prediction"], origins["data"], origins["none"])
     return records
 
 

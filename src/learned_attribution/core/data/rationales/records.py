@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import pandas as pd
 
-from learned_attribution.core.data.classes import resolve_class
+from learned_attribution.core.data.classes import NO_CLASS, resolve_class
 from learned_attribution.core.data.schema import EXAMPLE_COLUMNS
 from learned_attribution.core.errors import InputError
 
@@ -172,10 +172,13 @@ def record_text(record: dict, source: str, where: str, holder: str = "") -> str:
 
 
 def record_class(record: dict, field: str, n_classes: int, source: str, where: str, holder: str = "",
-                 class_names: Sequence[str] | None = None) -> int:
-    """The class in the record's `field` (a format's default, or the user's `class_field`), by name or index
-    (`core.data.classes.resolve_class`: names only with the classifier's `class_names`)."""
-    if field not in record:
+                 class_names: Sequence[str] | None = None, required: bool = False) -> int:
+    """The class in the record's `field` (a format's default, or the user's `class_field`: `required`), by name or
+    index (`core.data.classes.resolve_class`: names only with the classifier's `class_names`). A format's default
+    field absent or null is `NO_CLASS`: the rationale is scored in predicted mode only."""
+    if field not in record or record[field] is None:
+        if not required:
+            return NO_CLASS
         raise RationaleFileError(f"{source}, {where}: missing the class field {holder}{field!r} (fields: "
                                  f"{sorted(record)}); name the field holding the class (a name or an index) with "
                                  "class_field (CLI: --class-field)")
@@ -209,8 +212,11 @@ def one_choice(values: list, where: str) -> Any:
     return distinct[0]
 
 
-def written_class(label: int, class_names: Sequence[str] | None) -> int | str:
-    """A record's class as a writer writes it: its name among `class_names`, else its index."""
+def written_class(label: int, class_names: Sequence[str] | None) -> int | str | None:
+    """A record's class as a writer writes it: its name among `class_names`, else its index; None (JSON null: no
+    class) for `NO_CLASS`."""
+    if label == NO_CLASS:
+        return None
     return str(class_names[label]) if class_names else label
 
 

@@ -58,7 +58,7 @@ class SpanJsonl(RationaleFormat):
              class_names: Sequence[str] | None = None) -> pd.DataFrame:
         def read_class(record: dict, where: str) -> int:
             return record_class(record, class_field or CLASS_FIELD, n_classes, file.source, where,
-                                class_names=class_names)
+                                class_names=class_names, required=class_field is not None)
 
         records = span_lines_records(file.text, file.source, parse_spans, read_class)
         return span_examples(records, file.source, None, tokenizer)

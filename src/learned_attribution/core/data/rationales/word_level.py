@@ -1,5 +1,6 @@
 """The word-level rationale format (`words`, docs/external_rationales.md, "File format: JSONL"): JSONL, one object a
-line, `words`, `rationale` with one 0/1 per word, `label` (a class name or index), optional `id`; or through Hugging Face `datasets` a
+line, `words`, `rationale` with one 0/1 per word, `label` (a class name or index; absent or null: the file gives no
+class, and it is scored in predicted mode only), optional `id`; or through Hugging Face `datasets` a
 `save_to_disk` folder or a .csv / .parquet / .json file with the same fields (in CSV, `words` and `rationale` are
 JSON lists in their cells). It reads every file no other format claims (`sniff.py`). Its writer writes a text's
 whitespace words, marked where a span overlaps them; `suggest` does not offer it (no annotation tool marks it).
@@ -14,6 +15,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import pandas as pd
 
+from learned_attribution.core.data.classes import NO_CLASS
 from learned_attribution.core.data.rationales.records import (RationaleFileError, SourceFile, SpanRecord,
                                                               class_value, example_frame, example_row, is_int,
                                                               jsonl_lines, jsonl_records, written_class)
@@ -21,7 +23,7 @@ from learned_attribution.core.data.rationales.registry import RationaleFormat, r
 from learned_attribution.core.data.rationales.spans import word_marks
 
 NAME = "words"
-REQUIRED_KEYS = ("words", "rationale", "label")
+REQUIRED_KEYS = ("words", "rationale")  # and `label`, the class: absent or null is NO_CLASS (predicted mode only)
 DATASETS_FORMATS = {".csv": "csv", ".parquet": "parquet", ".json": "json"}
 
 
@@ -31,7 +33,7 @@ def record_problem(record: Any) -> str | None:
         return f"expected a JSON object, got {type(record).__name__}"
     missing = [key for key in REQUIRED_KEYS if key not in record]
     if missing:
-        return f"missing key(s) {missing}; every line needs {list(REQUIRED_KEYS)} (and optionally 'id')"
+        return f"missing key(s) {missing}; every line needs {list(REQUIRED_KEYS)} (and optionally 'label', 'id')"
     words, rationale = record["words"], record["rationale"]
     if not isinstance(words, list) or not words:
         return "'words' must be a non-empty list of strings"
@@ -61,7 +63,9 @@ def examples_from_records(records: Iterable[tuple[int, Any]], source: str, unit:
             reason = record_problem(record)
             if reason:
                 raise RationaleFileError(f"{source}, {unit} {number}: {reason}")
-            label = class_value(record["label"], f"{source}, {unit} {number}: 'label'", n_classes, class_names)
+            value = record.get("label")
+            label = (NO_CLASS if value is None or (isinstance(value, float) and value != value) else  # NaN: empty cell
+                     class_value(value, f"{source}, {unit} {number}: 'label'", n_classes, class_names))
             example_id = str(record["id"]) if record.get("id") is not None else f"{unit}{number}"
             yield f"{unit} {number}", example_row(example_id, " ".join(record["words"]), record["words"],
                                                   record["rationale"], label)
@@ -79,8 +83,8 @@ def parse_rationale_lines(text: str, source: str, n_classes: int = 2,
 def read_datasets_rationales(path: str | Path, n_classes: int = 2,
                              class_names: Sequence[str] | None = None) -> pd.DataFrame:
     """A rationale set through Hugging Face `datasets`: a `save_to_disk` folder (`load_from_disk`, one split), or a
-    .csv / .parquet / .json file (`load_dataset(<format>, data_files=...)`). Rows need `words`, `rationale` and
-    `label` (optional `id`); in CSV, `words` and `rationale` are JSON lists in their cells. Errors name the source
+    .csv / .parquet / .json file (`load_dataset(<format>, data_files=...)`). Rows need `words` and `rationale`
+    (optional `label`, `id`); in CSV, `words` and `rationale` are JSON lists in their cells. Errors name the source
     and the row (1-based)."""
     import datasets  # Hugging Face datasets takes seconds to import: only for a folder or a table file
 
