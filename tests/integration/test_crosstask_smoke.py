@@ -50,7 +50,7 @@ def test_every_fold_scores_fifteen_methods_and_the_floors(smoke_run):
         assert "<html>" in (report / f"heatmaps_{task}.html").read_text()
     summary = (SMOKE / "08_reporting" / "crosstask_summary.md").read_text()
     assert all(f"## {fold}" in summary for fold in FOLDS) and "Paper (bert-base)" in summary
-    assert summary.count("ExpNet+ (stack_self_training_magnitude: ") == len(FOLDS)
+    assert summary.count("ExpNet+ (stack_self_training: ") == len(FOLDS)
     assert summary.count("- AUROC by prediction: correctly predicted") == len(FOLDS)
     assert "selected" not in summary  # one recipe: the candidates and their selection are the ablation's
 
@@ -78,7 +78,7 @@ def test_the_ablation_validates_every_candidate_beside_the_main_jobs_recipe(smok
         assert variants <= set(rows["variant"])
         assert {"main job", "best baseline", "floor"} <= set(rows["description"])
         marked = rows.loc[rows["variant"].isin(variants) & rows["main_recipe"].astype(bool), "variant"]
-        assert list(marked) == ["stack_self_training_magnitude"]
+        assert list(marked) == ["stack_self_training"]
         main_row = rows[rows["description"] == "main job"]
         fold_row = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus")
                            & (metrics["subset"] == "all") & (metrics["rule"] == "matched")]
@@ -140,7 +140,7 @@ def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
             "expnet_plus/config.json", "expnet_plus/model.safetensors"}
         assert child.data.tags["registered_model"].startswith(f"models:/crosstask-smoke-{child.info.run_name}/")
         assert not any(k.startswith("expnet_plus_ablation/") for k in keys)
-        assert child.data.tags["expnet_plus_variant"] == "stack_self_training_magnitude"
+        assert child.data.tags["expnet_plus_variant"] == "stack_self_training"
         # Training curves as step metrics, the commit, and a SHA-256 of every raw input file.
         for curve in ("expnet_training/val_auroc", "expnet_plus_training/val_auroc", "classifier/train_loss"):
             steps = [m.step for m in client.get_metric_history(child.info.run_id, curve)]

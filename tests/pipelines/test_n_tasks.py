@@ -102,7 +102,7 @@ def test_four_folds_run_each_trained_on_three_tasks(run_slice, fold_slice, four_
         # one validation per left-out training task, plus the mean
         assert (selection[selection["direction"] != "mean"].groupby("variant").size() == len(others)).all()
         assert len(selection.loc[selection["selected"], "variant"].unique()) == 1
-        for name, recipe in (("expnet_plus", "stack_self_training_magnitude"),
+        for name, recipe in (("expnet_plus", "stack_self_training"),
                              ("expnet_plus_shape_free", "shape_free_stack_self_training")):
             model = catalog.load(f"{fold}.{name}")
             assert model.variant.name == recipe and model.context["training_tasks"] == others
