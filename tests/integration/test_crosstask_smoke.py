@@ -30,19 +30,28 @@ def test_every_fold_scores_fifteen_methods_and_the_floors(smoke_run):
         assert set(rows["subset"]) >= {"all", "sample"}
         for learned in ("expnet_plus", "expnet_paper"):
             assert set(rows.loc[rows["method"] == learned, "rule"]) == {"matched", "own", "own_calibrated"}
-        sample = rows[rows["subset"] == "sample"]
-        # Every method, ExpNet included, is scored on the same sample, with faithfulness beside it.
+        sample = rows[(rows["subset"] == "sample") & (rows["mode"] == "predicted")]
+        # Every method, ExpNet included, is scored on the same sample, with faithfulness (of the model's own
+        # decision: predicted mode) beside it.
         assert sample.loc[sample["family"] != "floor", "n_examples"].nunique() == 1
         assert sample.loc[sample["family"] != "floor", "comprehensiveness"].notna().all()
-    for fold in FOLDS:  # the table's AUROC, recomputed here from the saved token scores with scikit-learn
+    assert set(metrics["mode"]) == {"predicted", "gold"}
+    for fold in FOLDS:  # each mode's AUROC, recomputed here from its saved token scores with scikit-learn
         task = fold.removeprefix("heldout_")
-        scores = pd.read_parquet(SMOKE / "07_model_output" / f"token_scores_{task}.parquet")
-        matched = metrics[(metrics["fold"] == fold) & (metrics["rule"] == "matched") & (metrics["subset"] == "all")]
-        for method in ("expnet_plus", "saliency", "raw_attention"):
-            rows = scores[scores["method"] == method]
-            aurocs = [roc_auc_score(gold, s) for gold, s in zip(rows["gold"], rows["scores"]) if 0 < sum(gold) < len(gold)]
-            expected = matched.loc[matched["method"] == method, "auroc"].item()
-            assert np.mean(aurocs) == pytest.approx(expected, abs=1e-9), (fold, method)
+        for mode, file in (("predicted", "token_scores"), ("gold", "gold_token_scores")):
+            scores = pd.read_parquet(SMOKE / "07_model_output" / f"{file}_{task}.parquet")
+            matched = metrics[(metrics["fold"] == fold) & (metrics["rule"] == "matched") & (metrics["subset"] == "all")
+                              & (metrics["mode"] == mode)]
+            for method in ("expnet_plus", "saliency", "raw_attention"):
+                rows = scores[scores["method"] == method]
+                aurocs = [roc_auc_score(gold, s) for gold, s in zip(rows["gold"], rows["scores"])
+                          if 0 < sum(gold) < len(gold)]
+                expected = matched.loc[matched["method"] == method, "auroc"].item()
+                assert np.mean(aurocs) == pytest.approx(expected, abs=1e-9), (fold, mode, method)
+            # gold mode explains each mispredicted example for its label, every other for its prediction
+            explained = scores.drop_duplicates("example_id")
+            expected = explained["label"] if mode == "gold" else explained["predicted"]
+            assert (explained["explained"] == expected).all(), (fold, mode)
     for fold in FOLDS:
         task = fold.removeprefix("heldout_")
         report = SMOKE / "08_reporting" / "crosstask"
@@ -53,6 +62,7 @@ def test_every_fold_scores_fifteen_methods_and_the_floors(smoke_run):
     assert summary.count("ExpNet+ (stack_self_training: ") == len(FOLDS)
     assert summary.count("- AUROC by prediction: correctly predicted") == len(FOLDS)
     assert "selected" not in summary  # one recipe: the candidates and their selection are the ablation's
+    assert "## Predicted and gold mode" in summary
 
 
 def test_the_ablation_validates_every_candidate_beside_the_main_jobs_recipe(smoke_ablation_run, smoke_tracking_uri):
@@ -66,8 +76,15 @@ def test_the_ablation_validates_every_candidate_beside_the_main_jobs_recipe(smok
                    ["ablation"]["candidates"])
     ablation = pd.read_csv(SMOKE / "08_reporting" / "expnet_plus_ablation.csv")
     metrics = pd.read_csv(SMOKE / "08_reporting" / "crosstask_metrics.csv")
+    metrics = metrics[metrics["mode"] == "predicted"]  # the ablation's references are the fold's predicted mode
+    grid = pd.read_csv(SMOKE / "08_reporting" / "expnet_plus_training_grid.csv")
     for fold in FOLDS:
         task = fold.removeprefix("heldout_")
+        # the training grid: six cells, one chosen on the training tasks' validation, scored in both modes
+        cells = grid[grid["fold"] == fold]
+        assert sorted(zip(cells["train_on"], cells["inputs"])) == sorted(
+            (data, inputs) for data in ("correct", "all_predicted", "all_gold") for inputs in ("signed", "magnitude"))
+        assert cells["selected"].sum() == 1 and cells[["predicted_auroc", "gold_auroc"]].notna().all().all()
         selection = pd.read_csv(SMOKE / "08_reporting" / "ablation" / f"expnet_plus_selection_{task}.csv")
         assert set(selection["variant"]) == variants
         assert len(selection[selection["direction"] != "mean"]) == 2 * len(variants)
@@ -129,7 +146,8 @@ def test_one_parent_and_three_fold_runs_with_metrics_and_artifacts(smoke_run):
     for child in children:
         keys = set(child.data.metrics)
         assert {"predicted/expnet_plus/matched/all/auroc", "predicted/expnet_paper/own/all/f1", "predicted/all_tokens/own/all/f1",
-                "kernel_shap/matched/sample/comprehensiveness", "classifier/rationale_test/accuracy",
+                "predicted/kernel_shap/matched/sample/comprehensiveness", "gold/expnet_plus/matched/all/auroc",
+                "classifier/rationale_test/accuracy",
                 "budget/rho"} <= keys
         assert child.data.params["held_out_task"] == child.info.run_name.removeprefix("heldout_")
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
@@ -211,9 +229,11 @@ def test_the_results_document_is_written_from_the_runs_reports(smoke_run, tmp_pa
     document = (tmp_path / "results.md").read_text()
     metrics = pd.read_csv(SMOKE / "08_reporting" / "crosstask_metrics.csv")
     for fold in FOLDS:
-        plus = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus") & (metrics["rule"] == "matched")
-                       & (metrics["subset"] == "all")].iloc[0]
-        row = f"| {fold.removeprefix('heldout_')} (n = {int(plus['n_examples'])}) | **{plus['auroc']:.3f} "
-        assert row in document and row in readme.read_text()
+        for mode in ("predicted", "gold"):
+            plus = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus")
+                           & (metrics["rule"] == "matched") & (metrics["subset"] == "all")
+                           & (metrics["mode"] == mode)].iloc[0]
+            row = f"| {fold.removeprefix('heldout_')} (n = {int(plus['n_examples'])}) | {mode} | **{plus['auroc']:.3f} "
+            assert row in document and row in readme.read_text()
         assert (tmp_path / "images" / f"cost_{fold.removeprefix('heldout_')}.png").is_file()
     assert "## Where the time went" in document and "## Cost against plausibility" in document

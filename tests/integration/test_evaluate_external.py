@@ -320,7 +320,8 @@ def test_evaluate_external_on_smoke_writes_the_metrics_table_and_one_mlflow_run(
         "file": str(source), "classifier_task": "sst2", "expnet_fold": "heldout_sst2"}
     expected = metric_entries(metrics)
     assert set(expected) <= set(run.data.metrics)
-    for key in ("predicted/expnet_plus/matched/all/auroc", "predicted/expnet_paper/own/all/f1", "predicted/gae/own/all/f1", "predicted/all_tokens/own/all/f1"):
+    for key in ("predicted/expnet_plus/matched/all/auroc", "predicted/expnet_paper/own/all/f1", "predicted/gae/own/all/f1",
+                "predicted/all_tokens/own/all/f1", "gold/expnet_plus/matched/all/auroc"):  # the file gives classes
         assert run.data.metrics[key] == pytest.approx(expected[key])
     numbers = run.data.metrics
     assert numbers["examples/in_file"] == 30 and numbers["examples/with_rationale_words"] == 30

@@ -36,10 +36,15 @@ def test_k_zero_is_the_folds_explainer_and_every_k_has_its_draws(fewshot_run):
         # k = 0 is the fold's own ExpNet+ (scored from its signals here, from its own pass in the fold; the intervals
         # are each table's own bootstrap)
         own = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus") & (metrics["rule"] == "matched")
-                      & (metrics["subset"] == "all")].iloc[0]
+                      & (metrics["subset"] == "all") & (metrics["mode"] == "predicted")].iloc[0]
         prior = shots[shots["k"] == 0].iloc[0]
         for metric, column in (("auroc", "auroc"), ("f1_matched", "f1")):
             assert prior[metric] == pytest.approx(own[column], abs=1e-4), (fold, metric)
+        # and in gold mode, the fold's gold-mode row (each test example explained for its gold class)
+        own_gold = metrics[(metrics["fold"] == fold) & (metrics["method"] == "expnet_plus")
+                           & (metrics["rule"] == "matched") & (metrics["subset"] == "all")
+                           & (metrics["mode"] == "gold")].iloc[0]
+        assert prior["gold_auroc"] == pytest.approx(own_gold["auroc"], abs=1e-4), fold
         moved.append((shots.loc[shots["k"] == 8, "auroc"] != prior["auroc"]).any())
         # beside the draws, the suggestion rule's 8 examples of the same pool (services/fewshot/suggest.py), refit with the
         # k's prior and schedule and scored as a draw is
@@ -49,7 +54,7 @@ def test_k_zero_is_the_folds_explainer_and_every_k_has_its_draws(fewshot_run):
         assert list(suggested["prior"]) == list(shots.loc[shots["k"] == 8, "prior"].iloc[:1])
         rows = rows[rows["role"] != "suggested"]
         # the reference rows: the best baseline by AUROC, and by matched F1 where that is another method
-        baselines = matched_baselines(metrics[metrics["fold"] == fold])
+        baselines = matched_baselines(metrics[(metrics["fold"] == fold) & (metrics["mode"] == "predicted")])
         by_auroc, by_f1 = (baselines.sort_values(m, ascending=False, kind="stable")["method"].iloc[0]
                            for m in ("auroc", "f1"))
         assert list(rows.loc[rows["role"] == "best baseline", "method"]) == [by_auroc]

@@ -133,6 +133,10 @@ def test_the_smoke_folds_track_to_a_postgresql_backed_server(smoke_crosstask_run
                               f"fold_metrics_{run.data.tags['held_out_task']}.csv")
         row = metrics[(metrics["method"] == "expnet_plus") & (metrics["rule"] == "matched") & (metrics["subset"] == "all")]
         assert run.data.metrics["predicted/expnet_plus/matched/all/auroc"] == pytest.approx(row["auroc"].item(), abs=1e-9)
+        gold = pd.read_csv(smoke_crosstask_run / "08_reporting" / "crosstask" /
+                           f"gold_metrics_{run.data.tags['held_out_task']}.csv")
+        row = gold[(gold["method"] == "expnet_plus") & (gold["rule"] == "matched") & (gold["subset"] == "all")]
+        assert run.data.metrics["gold/expnet_plus/matched/all/auroc"] == pytest.approx(row["auroc"].item(), abs=1e-9)
         names = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert "explainer" in names and len(names) > 3, names
     # The artifacts went through the server into its artifact destination, and the models were registered.
