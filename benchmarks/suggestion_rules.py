@@ -43,7 +43,8 @@ from learned_attribution.pipelines import token_table
 from learned_attribution.services.config import fewshot_settings
 from learned_attribution.services.fewshot.choice import draw
 from learned_attribution.services.fewshot.curve import annotated_pool
-from learned_attribution.services.evaluation.protocol import learned_rationale_scores, scored_examples
+from learned_attribution.services.evaluation.protocol import scored_examples
+from learned_attribution.services.evaluation.learned_scores import learned_rationale_scores
 from learned_attribution.services.reporting.tables import markdown_table
 from learned_attribution.services.config import scoring_settings
 from learned_attribution.services.fewshot.suggest import pool_candidates

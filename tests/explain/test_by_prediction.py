@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learned_attribution.services.evaluation.protocol import BY_PREDICTION_COLUMNS, as_learned_row, by_prediction
+from learned_attribution.services.evaluation.learned_scores import BY_PREDICTION_COLUMNS, as_learned_row, by_prediction
 
 SCORES = [np.array([0.9, 0.1, 0.5]), np.array([0.2, 0.8]), np.array([0.3, 0.7, 0.1]), np.array([0.6, 0.4, 0.5, 0.1])]
 GOLD = [np.array([1, 0, 0]), np.array([1, 0]), np.array([0, 1, 0]), np.array([0, 0, 1, 1])]

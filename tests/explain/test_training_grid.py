@@ -15,8 +15,6 @@ from learned_attribution.services.config import catalogue_variant, scoring_setti
 from learned_attribution.services.evaluation.protocol import rationale_test_examples
 from learned_attribution.services.evaluation.training_grid import training_grid
 
-from conftest import write_classifier
-
 CATALOGUE = yaml.safe_load((Path(__file__).parents[2] / "conf/base/parameters_expnet_plus_variants.yml")
                            .read_text())["expnet_plus_variants"]
 RECIPES = tuple(catalogue_variant(name, CATALOGUE, "test")
@@ -43,9 +41,9 @@ def task_examples(tokenizer, task: str, seed: int, roles=("rationale_train", "ra
     return pd.DataFrame(rows)
 
 
-@pytest.fixture(scope="module")
-def signals(tmp_path_factory):
-    classifier = load_classifier(write_classifier(tmp_path_factory.mktemp("grid") / "classifier"))
+@pytest.fixture
+def signals(tmp_path, classifier_writer):
+    classifier = load_classifier(classifier_writer(tmp_path / "classifier"))
     model, tokenizer = classifier.model, classifier.tokenizer
     tables = {}
     for seed, task in enumerate(("a", "b", "c")):

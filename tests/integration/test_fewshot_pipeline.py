@@ -107,7 +107,8 @@ def test_a_users_fit_on_a_draws_examples_is_that_draws_refit(fewshot_run, tmp_pa
     from learned_attribution.services.config import fewshot_settings
     from learned_attribution.services.fewshot.choice import draw
     from learned_attribution.services.fewshot.curve import annotated_pool
-    from learned_attribution.services.evaluation.protocol import learned_rationale_scores, scored_examples
+    from learned_attribution.services.evaluation.protocol import scored_examples
+    from learned_attribution.services.evaluation.learned_scores import learned_rationale_scores
     from learned_attribution.services.fewshot.refit import fit_rationales
 
     monkeypatch.chdir(PROJECT_ROOT)  # the catalog's paths are relative to the project

@@ -23,7 +23,8 @@ def transfer_run(smoke_crosstask_run, smoke_tracking_uri, smoke_runner):
 def _own_scores(catalog, fold: str, scoring) -> dict:
     """The fold's shape-free explainer scored on its own classifier's signals and rationale test examples."""
     from learned_attribution.pipelines import token_table
-    from learned_attribution.services.evaluation.protocol import learned_rationale_scores, scored_examples
+    from learned_attribution.services.evaluation.protocol import scored_examples
+    from learned_attribution.services.evaluation.learned_scores import learned_rationale_scores
 
     task = fold.removeprefix("heldout_")
     model = catalog.load(f"{fold}.expnet_plus_shape_free")

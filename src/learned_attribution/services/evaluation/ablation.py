@@ -12,8 +12,8 @@ from learned_attribution.core.explainers.learned import EXPNET_PLUS
 
 from ..config import ComputeSettings, ScoringSettings
 from .cost import Timed, cost_table, timed_forward
-from .protocol import (as_learned_row, expensive_sample, learned_rationale_scores, matched_baselines,
-                       scored_examples)
+from .protocol import expensive_sample, matched_baselines, scored_examples
+from .learned_scores import as_learned_row, learned_rationale_scores
 
 
 def ablation_table(models: dict[str, LearnedModel], selection: pd.DataFrame, held_out: pd.DataFrame,

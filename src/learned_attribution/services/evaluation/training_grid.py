@@ -17,7 +17,7 @@ from learned_attribution.core.models.learned import TrainingSettings, Variant, s
 
 from ..config import ScoringSettings
 from ..fold_training import candidate_columns, fit_expnet_plus, rationale_tokens, signal_tables
-from .protocol import learned_rationale_scores
+from .learned_scores import learned_rationale_scores
 
 GRID_DATA = (TrainingExamples(CORRECT_ONLY, PREDICTED), TrainingExamples(ALL_EXAMPLES, PREDICTED),
              TrainingExamples(ALL_EXAMPLES, GOLD))

@@ -9,7 +9,8 @@ from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.explainers.learned import EXPNET_PLUS, PAPER_EXPNET
 
 from ..config import ScoringSettings
-from .protocol import as_learned_row, learned_rationale_scores, matched_baselines, scored_examples
+from .protocol import matched_baselines, scored_examples
+from .learned_scores import as_learned_row, learned_rationale_scores
 
 # The target fold's own rows placed beside the transferred explainer.
 REFERENCE_METHODS = (EXPNET_PLUS, PAPER_EXPNET, "saliency")

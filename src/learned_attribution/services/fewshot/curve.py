@@ -21,8 +21,8 @@ from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.explainers.learned import EXPNET_PLUS
 
 from ..config import FewShotCurveSettings, ScoringSettings
-from ..evaluation.protocol import (as_learned_row, learned_rationale_scores, matched_baselines,
-                                   rationale_test_examples, scored_examples)
+from ..evaluation.protocol import matched_baselines, rationale_test_examples, scored_examples
+from ..evaluation.learned_scores import as_learned_row, learned_rationale_scores
 from .choice import Refit, draw
 from .suggest import Candidates, pick, pool_candidates
 
