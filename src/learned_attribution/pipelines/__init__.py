@@ -24,10 +24,16 @@ def token_table(parts: Parts) -> pd.DataFrame:
     return pd.concat([load() for _, load in sorted(parts.items())], ignore_index=True)
 
 
-def tables_in_mode(training: tuple, mode: str) -> list[pd.DataFrame]:
-    """Each training task's signal table in `mode` (`modes.rows_in_mode`), from `training` given flat as each task's
-    signal parts followed by its gold-class signal rows."""
+def training_pairs(training: tuple) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+    """Each training task's (signal table, gold-class signal rows), from `training` given flat as each task's signal
+    parts followed by its gold-class signal rows."""
     if len(training) % 2:
         raise ValueError(f"training signals come in pairs (signal parts, gold-class signals), got {len(training)} "
                          "inputs")
-    return [rows_in_mode(token_table(training[i]), training[i + 1], mode) for i in range(0, len(training), 2)]
+    return [(token_table(training[i]), training[i + 1]) for i in range(0, len(training), 2)]
+
+
+def tables_in_mode(training: tuple, mode: str) -> list[pd.DataFrame]:
+    """Each training task's signal table in `mode` (`modes.rows_in_mode`), from `training` as `training_pairs`
+    reads it."""
+    return [rows_in_mode(signals, gold, mode) for signals, gold in training_pairs(training)]

@@ -51,14 +51,17 @@ def recomputed(examples: pd.DataFrame) -> pd.DataFrame:
     return in_mode(examples[examples["label"].astype(int) != examples["predicted"].astype(int)], GOLD)
 
 
+def with_explained(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with their `explained` column (`explained_classes`: added where the table has none)."""
+    return rows if EXPLAINED in rows else rows.assign(**{EXPLAINED: explained_classes(rows)})
+
+
 def rows_in_mode(rows: pd.DataFrame, gold_rows: pd.DataFrame, mode: str) -> pd.DataFrame:
     """Per-example rows (signals, token scores: predicted mode) in `mode`: in gold mode the examples of `gold_rows`
     (computed for their gold class, `recomputed`) replace theirs; every row says the class it explains."""
-    check_mode(mode)
-    if mode == PREDICTED:
-        return rows if EXPLAINED in rows else rows.assign(**{EXPLAINED: explained_classes(rows)})
-    kept = rows[~rows["example_id"].isin(set(gold_rows["example_id"]))]
-    kept = kept if EXPLAINED in kept else kept.assign(**{EXPLAINED: explained_classes(kept)})
+    if check_mode(mode) == PREDICTED:
+        return with_explained(rows)
+    kept = with_explained(rows[~rows["example_id"].isin(set(gold_rows["example_id"]))])
     return pd.concat([kept, gold_rows], ignore_index=True)
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from learned_attribution.core.models.learned import LearnedModel
 from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.data.modes import TrainingExamples
-from learned_attribution.pipelines import Parts, tables_in_mode, token_table
+from learned_attribution.pipelines import Parts, tables_in_mode, token_table, training_pairs
 from learned_attribution.services import fold_training
 from learned_attribution.services.config import (ComputeSettings, ExpnetPlusCandidates, ScoringSettings,
                                                  TrainingGridSettings, compute_settings, encoder_name,
@@ -68,8 +68,7 @@ def training_grid(heldout_signals: Parts, heldout_gold: pd.DataFrame, classifier
     """The training grid ({correct, all} x {predicted, gold signals} x {signed, magnitude}): each cell validated by
     leaving one training task out (the choice), retrained on the training tasks, scored on the held-out test set in
     both modes."""
-    pairs = [(token_table(training[i]), training[i + 1]) for i in range(0, len(training), 2)]
-    return grid_scoring.training_grid(pairs, token_table(heldout_signals), heldout_gold,
+    return grid_scoring.training_grid(training_pairs(training), token_table(heldout_signals), heldout_gold,
                                       protocol.scored_examples(predictions, scoring), grid.recipes, grid.training,
                                       budget, classifier, scoring, compute.device, fold=fold, layer=layer,
                                       encoder=encoder_name(encoder), max_length=max_length)

@@ -174,11 +174,16 @@ def training_examples(train_on: Mapping[str, Any], where: str) -> TrainingExampl
         raise ValueError(f"parameter {where}: {error}") from None
 
 
+def ablation_block(ablation: Mapping[str, Any]) -> dict[str, Any]:
+    """`params:ablation` with its keys checked (the candidates' and the training grid's)."""
+    return block(ablation, "ablation", ("candidates", "training", "cost_examples"), ("training_grid",))
+
+
 def expnet_plus_candidates(ablation: Mapping[str, Any], catalogue: Mapping[str, Any], seed: int
                            ) -> ExpnetPlusCandidates:
     """`params:ablation`: the candidates of `candidates` (`all`: the whole catalogue), their training and
     `cost_examples`."""
-    values = block(ablation, "ablation", ("candidates", "training", "cost_examples"), ("training_grid",))
+    values = ablation_block(ablation)
     candidates = values["candidates"] or "all"
     names = list(catalogue) if candidates == "all" else list(candidates)
     if len(set(names)) != len(names) or len(names) < 2:
@@ -193,8 +198,7 @@ def training_grid_settings(ablation: Mapping[str, Any], crosstask: Mapping[str, 
                            seed: int) -> TrainingGridSettings:
     """`ablation.training_grid` (two recipes of the catalogue that differ only in `signs`), trained with the main
     job's loop (`crosstask.expnet_plus.training`)."""
-    names = block(ablation, "ablation", ("candidates", "training", "cost_examples"), ("training_grid",)).get(
-        "training_grid")
+    names = ablation_block(ablation).get("training_grid")
     where = "ablation.training_grid"
     if not isinstance(names, (list, tuple)) or len(names) != 2:
         raise ValueError(f"parameter {where} must name two recipes (signed, magnitude), got {names!r}")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.core.data.classes import NO_CLASS
-from learned_attribution.core.data.modes import EXPLAINED, PREDICTED, check_mode, recomputed, rows_in_mode
+from learned_attribution.core.data.modes import EXPLAINED, PREDICTED, check_mode, recomputed, with_explained
 from learned_attribution.core.explainers.apply import FAILURE_COLUMNS, ExplainRun, explain_examples, resolve_method
 from learned_attribution.core.metrics.registry import EXAMPLE_METRICS
 from learned_attribution.core.metrics.plausibility import (all_tokens_masks, bootstrap_ci, budget_k, evaluate,
@@ -123,11 +123,10 @@ def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float
                "incorrect": examples.index[~correct & known]}
     if sample_ids is not None:
         subsets["sample"] = pd.Index(list(sample_ids))
+    right = examples["correct"].astype(float).where(known)  # NaN where there is no class: left out of the mean
 
     def accuracy(ids) -> float:
-        scored = examples.loc[ids]
-        scored = scored[known[examples.index.get_indexer(ids)]]
-        return float(scored["correct"].mean()) if len(scored) else float("nan")
+        return float(right.loc[ids].mean())
     for subset, ids in subsets.items():
         if len(ids) == 0:
             continue
@@ -265,7 +264,7 @@ def explain_gold_mode(classifier, predictions: pd.DataFrame, learned: Mapping[st
                                 [n for n in aware if n in scoring.baselines], scoring, compute, gold_signals,
                                 timing=False)
     ids = set(wrong["example_id"])
-    predicted = rows_in_mode(token_scores, token_scores.iloc[:0], PREDICTED)
+    predicted = with_explained(token_scores)
     kept = predicted[~(predicted["method"].isin(aware) & predicted["example_id"].isin(ids))]
     kept = kept.assign(**{EXPLAINED: np.where(kept["example_id"].isin(ids), kept["label"], kept[EXPLAINED])})
     redone = [_with_gold(r.scores, wrong, sample) for r in runs if len(r.scores)]
@@ -281,8 +280,7 @@ def _with_gold(scores: pd.DataFrame, examples: pd.DataFrame, sample: set) -> pd.
     """Score rows with each example's label, predicted and explained class, correctness, gold token labels and the
     `in_sample` flag."""
     columns = ["example_id", "label", "predicted", "correct", "token_labels"]
-    gold = rows_in_mode(examples[columns + [c for c in (EXPLAINED,) if c in examples]], examples.iloc[:0],
-                        PREDICTED)
+    gold = with_explained(examples[columns + [c for c in (EXPLAINED,) if c in examples]])
     gold["gold"] = gold["token_labels"].map(lambda labels: gold_labels(labels).tolist())
     gold["in_sample"] = gold["example_id"].isin(sample)
     return scores.merge(gold.drop(columns="token_labels"), on="example_id")
