@@ -96,10 +96,15 @@ class Answer:
 
 
 def post(url: str, texts: Sequence[str], methods: str | None = None, timeout: float = 120) -> Answer:
-    """POST /invocations with one `text` column (and the `methods` parameter); never raises on HTTP errors."""
-    payload: dict = {"dataframe_split": {"columns": ["text"], "data": [[t] for t in texts]}}
+    """POST /invocations with one object per text (and the `methods` parameter); never raises on HTTP errors."""
+    payload: dict = {"inputs": [{"text": t} for t in texts]}
     if methods is not None:
         payload["params"] = {"methods": methods}
+    return post_payload(url, payload, timeout)
+
+
+def post_payload(url: str, payload: dict, timeout: float = 120) -> Answer:
+    """POST /invocations with a JSON payload as given; never raises on HTTP errors."""
     request = urllib.request.Request(f"{url}/invocations", data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"})
     start = time.perf_counter()

@@ -49,8 +49,8 @@ def test_the_loaded_model_answers_as_the_api_byte_for_byte(saved_model, tiny_mod
 
 def test_each_row_asks_for_its_class_through_declared_columns(saved_model, tiny_models_dir):
     model = mlflow.pyfunc.load_model(str(saved_model))
-    schema = model.metadata.signature.inputs
-    assert schema.input_names() == ["text", "target", "contrast"] and schema.required_input_names() == ["text"]
+    declared = declared_fields(model.metadata.signature)
+    assert declared == {"text": True, "target": False, "contrast": False}
     explainer = FoldExplainer.from_fold("heldout_sst2", models_dir=tiny_models_dir, device="cpu")
     frame = pd.DataFrame({"text": TEXTS, "target": ["negative", "1"], "contrast": ["positive", "0"]})
     served = model.predict(frame, params={"methods": "saliency,input_x_gradient"})
@@ -61,15 +61,37 @@ def test_each_row_asks_for_its_class_through_declared_columns(saved_model, tiny_
                                                                              ("positive", "negative")]
 
 
-def test_a_column_the_model_does_not_read_is_refused_where_the_model_sees_it(saved_model):
-    python_model = mlflow.pyfunc.load_model(str(saved_model)).unwrap_python_model()
-    with pytest.raises(ServedError, match=r"unknown input column\(s\) \['taget'\]; the model reads"):
-        python_model.predict(None, pd.DataFrame({"text": TEXTS, "taget": ["negative", "negative"]}))
+def test_a_class_index_may_be_a_json_integer(saved_model):
+    model = mlflow.pyfunc.load_model(str(saved_model))
+    by_number = model.predict([{"text": TEXTS[0], "target": 0}], params={"methods": "saliency"})
+    by_string = model.predict([{"text": TEXTS[0], "target": "0"}], params={"methods": "saliency"})
+    assert json.dumps(by_number) == json.dumps(by_string) and by_number[0]["explained_label"] == "negative"
+
+
+def declared_fields(signature) -> dict[str, bool]:
+    """{field: required} of the one object a served model's signature declares per row."""
+    (row,) = signature.inputs.inputs
+    return {p.name: p.required for p in row.type.properties}
+
+
+@pytest.mark.parametrize("model_input", [
+    pd.DataFrame({"text": TEXTS, "taget": ["negative", "negative"]}),
+    [{"text": TEXTS[0]}, {"text": TEXTS[1], "taget": "negative"}],
+])
+def test_a_field_the_model_does_not_read_is_refused_not_dropped(saved_model, model_input):
+    """MLflow's column schema enforcement drops an undeclared column; the loaded model refuses it in one line."""
+    model = mlflow.pyfunc.load_model(str(saved_model))
+    with pytest.raises(ServedError) as raised:
+        model.predict(model_input)
+    assert raised.value.message == "unknown input field(s) ['taget']; the model reads ['text', 'target', 'contrast']"
 
 
 @pytest.mark.parametrize("frame, params, message", [
     (pd.DataFrame({"text": TEXTS}), {"methods": "shap"}, "unknown method 'shap'; available: ["),
     (pd.DataFrame({"text": ["   "]}), None, "text 0 is empty or whitespace only"),
+    ([{"target": "negative"}], None, "row 0 has no 'text' field; each row is an object with the fields"),
+    ([{"text": 3}], None, "row 0: text must be a string, got int"),
+    ([{"text": "fine", "target": [1]}], None, "row 0: target must be a class name or index, got [1]"),
 ])
 def test_bad_input_is_one_line_with_the_projects_message(saved_model, frame, params, message):
     model = mlflow.pyfunc.load_model(str(saved_model))

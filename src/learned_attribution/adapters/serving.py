@@ -9,16 +9,16 @@ core/models/artifacts.py) and `classifier/` (the held-out task's classifier, sav
 (this package included: serve it with `--env-manager local` from an environment where the project is installed,
 since the package is not on a public index).
 
-Input: a table with a `text` column (one text per row) and optional `target` and `contrast` columns (per row, the
-class to explain and a foil class, each a class name or index as a string, `explain(target=, contrast=)`; absent or
-all empty: the predicted class), declared in the signature. A column the model does not read is refused in one line
-where the model sees it; MLflow's schema enforcement (`mlflow models serve`, `load_model(...).predict`) drops a
-column its signature does not declare before the model sees it, saying so only in the server's log, so a misspelt
-`target` there explains the predicted class (the answer's `explained_label` and `explains_predicted` say so).
-Optional parameter `methods` (comma-separated method names; empty: ExpNet+ and the fold's best baseline). Output:
-one JSON object per text, the CLI's JSONL record (`id` = row number, text, words, predicted, label, probability,
-truncated, per-word scores and rationale per method). The device is `auto` unless LEARNED_ATTRIBUTION_DEVICE says
-otherwise. Bad input (an unknown method, an empty text, no `text` column) answers HTTP 400 with one line, the
+Input: one object per text, `{"inputs": [{"text": ..., "target": ..., "contrast": ...}]}` over HTTP, a list of
+such objects or a table with those columns in Python: `text`, and the optional class to explain and foil class (a
+class name or index, `explain(target=, contrast=)`; absent or all empty: the predicted class). The signature is
+inferred from `predict`'s type hint (`Request`), so MLflow's column schema enforcement, which drops a column its
+signature does not declare (a misspelt `target` would explain the predicted class), does not run: `requests` reads
+the input and refuses a field the model does not read in one line. MLflow's server takes only the `inputs` form for
+such a model. Optional parameter `methods` (comma-separated method names; empty: ExpNet+ and the fold's best
+baseline). Output: one JSON object per text, the CLI's JSONL record (`id` = row number, text, words, predicted,
+label, probability, truncated, per-word scores and rationale per method). The device is `auto` unless
+LEARNED_ATTRIBUTION_DEVICE says otherwise. Bad input (an unknown method or field, an empty text, no `text`) answers HTTP 400 with one line, the
 project's own message, and no stack trace; any other failure answers 500 with one line naming the exception (its
 trace goes to the server's log). Requests are answered on parallel threads; `FoldExplainer` makes them take turns on
 the one classifier.
@@ -28,16 +28,16 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import mlflow.pyfunc
 import pandas as pd
+import pydantic
 from mlflow.exceptions import MlflowException
-from mlflow.models import infer_signature
 from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
-from mlflow.types import ColSpec, Schema
 
 from learned_attribution.services import bundle as bundles
 from learned_attribution.services.explain import open_explainer
@@ -48,7 +48,7 @@ logger = logging.getLogger(__name__)
 MODEL_CODE = Path(__file__).with_name("serving_model.py")
 # What a served model imports; each pinned to the version installed when the model is saved.
 REQUIREMENTS = ("learned-attribution", "torch", "transformers", "safetensors", "mlflow", "pandas", "numpy")
-INPUT_EXAMPLE = pd.DataFrame({"text": ["A gutsy and exhilarating movie .", "The plot is thin and the pacing slow ."]})
+INPUT_EXAMPLE = [{"text": "A gutsy and exhilarating movie ."}, {"text": "The plot is thin and the pacing slow ."}]
 MODEL_ARTIFACT_PATH = "explainer"
 
 
@@ -69,20 +69,51 @@ class ServedError(MlflowException):
             self._message = value
 
 
-INPUT_COLUMNS = ("text", "target", "contrast")  # `text` required, the classes optional
+class Request(pydantic.BaseModel):
+    """One row of a request: the text, and optionally the class to explain and a foil class (each a class name or
+    index). MLflow infers the served signature from this type (`predict`'s type hint): it declares the three fields
+    and skips its column schema enforcement, which would drop a field it does not know and so explain the
+    predicted class for a misspelt `target`. `requests` reads a request instead, refusing such a field."""
+
+    text: str
+    target: str | None = None
+    contrast: str | None = None
 
 
-def input_schema() -> Schema:
-    """The served model's input columns: `text`, and the optional `target` and `contrast`."""
-    return Schema([ColSpec("string", "text"), ColSpec("string", "target", required=False),
-                   ColSpec("string", "contrast", required=False)])
+INPUT_FIELDS = tuple(Request.model_fields)
 
 
-def _classes(frame: pd.DataFrame, column: str) -> list | None:
-    """A class column as one entry per row (None where the column is absent or wholly empty)."""
-    if column not in frame.columns:
-        return None
-    values = [None if pd.isna(v) else v for v in frame[column].tolist()]
+def requests(model_input: Any) -> list[Request]:
+    """A request (a table, or a list of objects or `Request`s) as one `Request` per row; a field the model does not
+    read, a row without `text`, a text that is not a string or a class that is neither a string nor an integer is
+    refused in one line naming the row."""
+    if isinstance(model_input, pd.DataFrame):
+        rows = model_input.astype(object).where(model_input.notna(), None).to_dict(orient="records")
+    else:
+        rows = [r.model_dump() if isinstance(r, Request) else r for r in model_input]
+    fields = list(INPUT_FIELDS)
+    unknown = sorted({name for row in rows if isinstance(row, dict) for name in row if name not in fields})
+    if unknown:
+        raise ValueError(f"unknown input field(s) {unknown}; the model reads {fields}")
+    parsed = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or "text" not in row:
+            raise ValueError(f"row {i} has no 'text' field; each row is an object with the fields {fields}")
+        if not isinstance(row["text"], str):
+            raise ValueError(f"row {i}: text must be a string, got {type(row['text']).__name__}")
+        classes = {}
+        for field in ("target", "contrast"):
+            value = row.get(field)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+                raise ValueError(f"row {i}: {field} must be a class name or index, got {value!r}")
+            classes[field] = None if value is None else str(value)
+        parsed.append(Request(text=row["text"], **classes))
+    return parsed
+
+
+def _classes(rows: list[Request], field: str) -> list | None:
+    """A class field as one entry per row (None where every row leaves it empty)."""
+    values = [getattr(r, field) for r in rows]
     return None if all(v is None for v in values) else values
 
 
@@ -90,11 +121,13 @@ class BundleExplainerModel(mlflow.pyfunc.PythonModel):
     """pyfunc wrapper of a bundle's explainer (`FoldExplainer` or `StudentExplainer`; see the module docstring for
     input, output and errors)."""
 
+    _skip_type_hint_validation = True  # `requests` reads the input and answers bad input in the project's words
+
     def load_context(self, context) -> None:
         self.explainer = open_explainer(context.artifacts["fold"],
                                         device=os.environ.get("LEARNED_ATTRIBUTION_DEVICE", "auto"))
 
-    def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> list[dict]:
+    def predict(self, context, model_input: list[Request], params: dict[str, Any] | None = None) -> list[dict]:
         try:
             return self._predict(model_input, params)
         except ValueError as error:  # InputError included: the caller's input is at fault
@@ -103,18 +136,10 @@ class BundleExplainerModel(mlflow.pyfunc.PythonModel):
             logger.exception("explaining a request failed")
             raise ServedError(f"internal error ({type(error).__name__}: {error})", INTERNAL_ERROR) from None
 
-    def _predict(self, model_input: pd.DataFrame, params: dict[str, Any] | None) -> list[dict]:
-        target = contrast = None
-        if isinstance(model_input, pd.DataFrame):
-            if "text" not in model_input.columns:
-                raise ValueError(f"input needs a 'text' column; got columns {list(model_input.columns)}")
-            unknown = [c for c in model_input.columns if c not in INPUT_COLUMNS]
-            if unknown:  # a model loaded without its signature: the same refusal as the schema's
-                raise ValueError(f"unknown input column(s) {unknown}; the model reads {list(INPUT_COLUMNS)}")
-            texts = model_input["text"].astype(str).tolist()
-            target, contrast = _classes(model_input, "target"), _classes(model_input, "contrast")
-        else:
-            texts = [str(t) for t in model_input]
+    def _predict(self, model_input: Any, params: dict[str, Any] | None) -> list[dict]:
+        rows = requests(model_input)
+        texts = [r.text for r in rows]
+        target, contrast = _classes(rows, "target"), _classes(rows, "contrast")
         methods = [m.strip() for m in str((params or {}).get("methods") or "").split(",") if m.strip()] or None
         explanations = self.explainer.explain(texts, methods=methods, ids=[str(i) for i in range(len(texts))],
                                               target=target, contrast=contrast)
@@ -139,14 +164,12 @@ def save_model(bundle_folder: str | Path, classifier_folder: str | Path, path: s
     path = Path(path)
     with tempfile.TemporaryDirectory() as scratch:
         bundle = bundles.copy_for_serving(bundle_folder, classifier_folder, Path(scratch) / "fold")
-        explainer = open_explainer(bundle, device="cpu")
-        texts = INPUT_EXAMPLE["text"].tolist()
-        output = [e.record() for e in explainer.explain(texts, ids=[str(i) for i in range(len(texts))])]
-        signature = infer_signature(INPUT_EXAMPLE, output, params={"methods": ""})
-        signature.inputs = input_schema()
-        mlflow.pyfunc.save_model(str(path), python_model=str(MODEL_CODE), artifacts={"fold": str(bundle)},
-                                 signature=signature, input_example=INPUT_EXAMPLE,
-                                 pip_requirements=pinned_requirements())
+        # The signature comes from `predict`'s type hints (inputs: `Request`'s fields) and the example's `methods`.
+        with warnings.catch_warnings():  # MLflow's advice to let it validate: `requests` validates instead
+            warnings.filterwarnings("ignore", message="Decorate your function with")
+            mlflow.pyfunc.save_model(str(path), python_model=str(MODEL_CODE), artifacts={"fold": str(bundle)},
+                                     input_example=(INPUT_EXAMPLE, {"methods": ""}),
+                                     pip_requirements=pinned_requirements())
     return path
 
 
