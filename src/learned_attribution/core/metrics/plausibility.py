@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,6 +100,33 @@ def average_precision(gold: np.ndarray, scores: np.ndarray) -> float:
 def example_auprc(scores: np.ndarray, gold: np.ndarray) -> float:
     """Average precision of one example; undefined (NaN) where its gold rationale has one class only."""
     return average_precision(gold, scores) if 0 < gold.sum() < gold.shape[0] else float("nan")
+
+
+def example_auprcs(scores: np.ndarray, gold: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """`example_auprc` of every group of tokens (`groups`: one example id per token) in one vectorised pass, in
+    sorted group order: per group, the sum over its distinct scores, highest first, of the recall step times the
+    precision there. NaN for a group without both classes."""
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    positive = (np.asarray(gold, dtype=np.float64).ravel() > 0.5).astype(np.float64)
+    _, codes = np.unique(np.asarray(groups).ravel(), return_inverse=True)
+    order = np.lexsort((-scores, codes))
+    sorted_scores, sorted_codes, sorted_positive = scores[order], codes[order], positive[order]
+    size = np.bincount(sorted_codes)
+    group_start = np.r_[0, np.cumsum(size)[:-1]]
+    # The last token of each block of tied scores within a group: a threshold of the precision-recall curve.
+    last = np.r_[(sorted_codes[1:] != sorted_codes[:-1]) | (sorted_scores[1:] != sorted_scores[:-1]), True]
+    cumulative = np.cumsum(sorted_positive)
+    true_positives = cumulative - (cumulative[group_start] - sorted_positive[group_start])[sorted_codes]
+    ends = np.flatnonzero(last)
+    end_codes = sorted_codes[ends]
+    end_tp = true_positives[ends]
+    previous_tp = np.r_[0.0, end_tp[:-1]]
+    previous_tp[np.r_[True, end_codes[1:] != end_codes[:-1]]] = 0.0  # a group's first threshold starts at 0
+    precision = end_tp / (ends - group_start[end_codes] + 1)
+    n_positive = np.bincount(sorted_codes, weights=sorted_positive)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        auprcs = np.bincount(end_codes, weights=(end_tp - previous_tp) * precision, minlength=len(size)) / n_positive
+    return np.where((n_positive > 0) & (n_positive < size), auprcs, np.nan)
 
 
 def budget_k(n_tokens: int, rho: float) -> int:
@@ -215,6 +242,14 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
     must have at least one positive token (ValueError naming the example index otherwise).
     Non-finite and constant scores are handled as described in the module docstring.
     """
+    return evaluate_subsets(scores_list, gold_list, masks_list, {"all": range(len(gold_list))})["all"]
+
+
+def evaluate_subsets(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
+                     masks_list: Sequence[np.ndarray], subsets: Mapping[str, Sequence[int]]
+                     ) -> dict[str, MethodScores]:
+    """`evaluate` on several subsets of the same examples (name -> example positions; an empty subset is left
+    out), each example's metrics computed once."""
     if not (len(scores_list) == len(gold_list) == len(masks_list)):
         raise ValueError(f"scores_list, gold_list and masks_list must have one entry per example; got "
                          f"{len(scores_list)}, {len(gold_list)} and {len(masks_list)}")
@@ -223,7 +258,6 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
 
     rows = []
     all_scores, all_gold = [], []
-    total_tp = total_fp = total_fn = 0
     for index, (raw_scores, gold, mask) in enumerate(zip(scores_list, gold_list, masks_list)):
         raw_scores = _one_dimensional(raw_scores, f"scores_list[{index}]").astype(float)
         gold = _gold_array(gold, f"gold_list[{index}]")
@@ -239,23 +273,35 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
         constant = scores.shape[0] > 1 and bool(np.all(scores == scores[0]))
 
         tp, fp, fn = _counts(mask, gold)
-        total_tp, total_fp, total_fn = total_tp + tp, total_fp + fp, total_fn + fn
         precision, recall, f1 = _prf(tp, fp, fn)
         rows.append({"example": index, "n_tokens": int(gold.shape[0]), "n_gold": int(gold.sum()),
                      "f1": f1, "precision": precision, "recall": recall,
-                     **{name: metric(scores, gold) for name, metric in EXAMPLE_METRICS.items()},
-                     "nonfinite_scores": nonfinite, "constant_scores": constant})
+                     **{name: metric(scores, gold) for name, metric in EXAMPLE_METRICS.items()
+                        if name not in BUILT_IN},
+                     "nonfinite_scores": nonfinite, "constant_scores": constant, "tp": tp, "fp": fp, "fn": fn})
         all_scores.append(scores)
         all_gold.append(gold)
 
     per_example = pd.DataFrame(rows)
-    # Every example's AUROC in one vectorised pass (NaN where its gold has one class only).
+    # Every example's AUROC and AUPRC in one vectorised pass each (NaN where its gold has one class only).
     groups = np.repeat(np.arange(len(all_gold)), [gold.shape[0] for gold in all_gold])
-    per_example.insert(per_example.columns.get_loc("auprc"), "auroc",
-                       example_aurocs(np.concatenate(all_scores), np.concatenate(all_gold), groups))
     pooled_scores, pooled_gold = np.concatenate(all_scores), np.concatenate(all_gold)
-    pooled_defined = 0 < pooled_gold.sum() < pooled_gold.shape[0]
-    precision_micro, recall_micro, f1_micro = _prf(total_tp, total_fp, total_fn)
+    at = per_example.columns.get_loc("nonfinite_scores")
+    per_example.insert(at, "auprc", example_auprcs(pooled_scores, pooled_gold, groups))
+    per_example.insert(at, "auroc", example_aurocs(pooled_scores, pooled_gold, groups))
+    return {name: _summary(per_example.iloc[list(positions)], pooled_scores, pooled_gold, groups)
+            for name, positions in subsets.items() if len(positions)}
+
+
+def _summary(per_example: pd.DataFrame, pooled_scores: np.ndarray, pooled_gold: np.ndarray,
+             groups: np.ndarray) -> MethodScores:
+    """The `MethodScores` of the examples in `per_example` (rows of `evaluate_subsets`' table), pooling their
+    tokens (`groups`: each pooled token's example)."""
+    tokens = np.isin(groups, per_example["example"].to_numpy())
+    scores, gold = pooled_scores[tokens], pooled_gold[tokens]
+    pooled_defined = 0 < gold.sum() < gold.shape[0]
+    precision_micro, recall_micro, f1_micro = _prf(*(int(per_example[c].sum()) for c in ("tp", "fp", "fn")))
+    per_example = per_example.drop(columns=["tp", "fp", "fn"]).reset_index(drop=True)
     return MethodScores(
         n_examples=len(per_example),
         f1=float(per_example["f1"].mean()),
@@ -265,9 +311,9 @@ def evaluate(scores_list: Sequence[np.ndarray], gold_list: Sequence[np.ndarray],
         precision_micro=precision_micro,
         recall_micro=recall_micro,
         auroc=_nanmean(per_example["auroc"]),
-        auroc_pooled=auroc_score(pooled_gold, pooled_scores) if pooled_defined else float("nan"),
+        auroc_pooled=auroc_score(gold, scores) if pooled_defined else float("nan"),
         auprc=_nanmean(per_example["auprc"]),
-        auprc_pooled=average_precision(pooled_gold, pooled_scores) if pooled_defined else float("nan"),
+        auprc_pooled=average_precision(gold, scores) if pooled_defined else float("nan"),
         n_auroc_undefined=int(per_example["auroc"].isna().sum()),
         n_nonfinite_scores=int(per_example["nonfinite_scores"].sum()),
         n_constant_scores=int(per_example["constant_scores"].sum()),

@@ -17,7 +17,8 @@ from learned_attribution.core.data.classes import NO_CLASS
 from learned_attribution.core.data.modes import EXPLAINED, PREDICTED, check_mode, recomputed, with_explained
 from learned_attribution.core.explainers.apply import FAILURE_COLUMNS, ExplainRun, explain_examples, resolve_method
 from learned_attribution.core.metrics.registry import EXAMPLE_METRICS
-from learned_attribution.core.metrics.plausibility import (all_tokens_masks, bootstrap_ci, budget_k, evaluate,
+from learned_attribution.core.metrics.plausibility import (MethodScores, all_tokens_masks, bootstrap_ci, budget_k,
+                                                           evaluate, evaluate_subsets,
                                                            finite_scores, random_scores, threshold_mask, top_k_mask)
 from learned_attribution.core.models.learned import LearnedModel, score_examples
 from learned_attribution.core.models.projection import has_rationale_token
@@ -85,7 +86,10 @@ def method_masks(scores: list[np.ndarray], rho: float, threshold: float | None =
 def score_method(scores: list[np.ndarray], gold: list[np.ndarray], masks: list[np.ndarray], n_boot: int,
                  seed: int) -> dict[str, Any]:
     """Summary numbers of one method with bootstrap 95% intervals over examples."""
-    result = evaluate(scores, gold, masks)
+    return _with_intervals(evaluate(scores, gold, masks), n_boot, seed)
+
+
+def _with_intervals(result: MethodScores, n_boot: int, seed: int) -> dict[str, Any]:
     row = result.summary()
     for metric in ("f1", "auroc", *EXAMPLE_METRICS):
         row[f"{metric}_low"], row[f"{metric}_high"] = bootstrap_ci(result.per_example[metric].to_numpy(), n_boot, seed)
@@ -96,7 +100,16 @@ def method_rows(scores: list[np.ndarray], gold: list[np.ndarray], rho: float, ru
                 n_boot: int, seed: int) -> dict[str, dict[str, Any]]:
     """One method's metrics under each rule (rule name -> threshold; None: top-k at the budget rho), each with
     bootstrap 95% intervals over examples."""
-    return {rule: score_method(scores, gold, method_masks(scores, rho, threshold), n_boot, seed)
+    return {rule: rows["all"] for rule, rows in
+            subset_rows(scores, gold, rho, rules, n_boot, seed, {"all": range(len(gold))}).items()}
+
+
+def subset_rows(scores: list[np.ndarray], gold: list[np.ndarray], rho: float, rules: Mapping[str, float | None],
+                n_boot: int, seed: int, subsets: Mapping[str, Sequence[int]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """`method_rows` on each subset of the examples (name -> positions; an empty one is left out), each example's
+    metrics computed once per rule: rule -> subset -> row."""
+    return {rule: {subset: _with_intervals(result, n_boot, seed) for subset, result in
+                   evaluate_subsets(scores, gold, method_masks(scores, rho, threshold), subsets).items()}
             for rule, threshold in rules.items()}
 
 
@@ -115,7 +128,6 @@ def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float
     "own_calibrated" -> its validation-calibrated threshold) -> threshold. Other methods' own rule is top-k.
     """
     examples = examples.set_index("example_id")
-    rows = []
     correct = examples["correct"].to_numpy(bool)
     # An example whose file gives no class is neither correct nor mispredicted: in `all` (and the sample) only.
     known = examples["label"].astype(int).to_numpy() != NO_CLASS if "label" in examples else np.ones_like(correct)
@@ -127,31 +139,37 @@ def score_methods(token_scores: pd.DataFrame, examples: pd.DataFrame, rho: float
 
     def accuracy(ids) -> float:
         return float(right.loc[ids].mean())
+    gold_of = {i: gold_labels(labels) for i, labels in examples["token_labels"].items()}
+    subsets = {name: ids for name, ids in subsets.items() if len(ids)}
+    base = {name: {"fold": fold, "held_out_task": held_out_task, "mode": check_mode(mode), "subset": name}
+            for name in subsets}
+    rows: dict[str, list[dict]] = {name: [] for name in subsets}  # subset by subset, each with its floors first
     for subset, ids in subsets.items():
-        if len(ids) == 0:
-            continue
-        gold = [gold_labels(examples.at[i, "token_labels"]) for i in ids]
-        base = {"fold": fold, "held_out_task": held_out_task, "mode": check_mode(mode), "subset": subset,
-                "classifier_accuracy": accuracy(ids)}
-        lengths = [len(g) for g in gold]
+        lengths = [len(gold_of[i]) for i in ids]
+        gold = [gold_of[i] for i in ids]
         randoms = random_scores(lengths, seed)
         floors = {"all_tokens": ([np.ones(n) for n in lengths], all_tokens_masks(gold)),
                   "random": (randoms, [top_k_mask(s, budget_k(len(s), rho)) for s in randoms])}
         for method, (scores, masks) in floors.items():
-            rows.append({**base, "method": method, "family": "floor", "rule": "own",
-                         **score_method(scores, gold, masks, n_boot, seed)})
-        for method, group in token_scores.groupby("method", sort=False):
-            by_id = group.set_index("example_id")
-            present = [i for i in ids if i in by_id.index]
-            if not present:
-                continue
-            scores = [np.asarray(by_id.at[i, "scores"], dtype=float) for i in present]
-            method_gold = [gold_labels(examples.at[i, "token_labels"]) for i in present]
-            rules = {"matched": None, **thresholds.get(method, {"own": None})}
-            for rule, metrics in method_rows(scores, method_gold, rho, rules, n_boot, seed).items():
-                rows.append({**base, "method": method, "family": group["family"].iloc[0], "rule": rule,
-                             "classifier_accuracy": accuracy(present), **metrics})
-    return pd.DataFrame(rows).reindex(columns=metric_columns())
+            rows[subset].append({**base[subset], "classifier_accuracy": accuracy(ids), "method": method,
+                                 "family": "floor", "rule": "own", **score_method(scores, gold, masks, n_boot, seed)})
+    for method, group in token_scores.groupby("method", sort=False):
+        scores_of = dict(zip(group["example_id"], group["scores"]))
+        present = [i for i in subsets["all"] if i in scores_of] if "all" in subsets else []
+        position = {i: n for n, i in enumerate(present)}
+        method_subsets = {name: [position[i] for i in ids if i in position] for name, ids in subsets.items()}
+        if not present:
+            continue
+        scores = [np.asarray(scores_of[i], dtype=float) for i in present]
+        rules = {"matched": None, **thresholds.get(method, {"own": None})}
+        by_rule = subset_rows(scores, [gold_of[i] for i in present], rho, rules, n_boot, seed, method_subsets)
+        for subset in subsets:
+            for rule in rules:
+                if subset in by_rule[rule]:
+                    ids = [present[n] for n in method_subsets[subset]]
+                    rows[subset].append({**base[subset], "classifier_accuracy": accuracy(ids), "method": method,
+                                         "family": group["family"].iloc[0], "rule": rule, **by_rule[rule][subset]})
+    return pd.DataFrame([row for subset in subsets for row in rows[subset]]).reindex(columns=metric_columns())
 
 
 def mode_rows(metrics: pd.DataFrame, mode: str = PREDICTED) -> pd.DataFrame:
