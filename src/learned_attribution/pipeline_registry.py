@@ -2,7 +2,7 @@
 from kedro.pipeline import Pipeline
 
 from learned_attribution.pipelines import (ablation, afn, amortize, classifiers, crosstask, data_processing,
-                                          evaluate_external, fewshot, transfer)
+                                          evaluate_external, fewshot, record, transfer)
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -20,4 +20,5 @@ def register_pipelines() -> dict[str, Pipeline]:
         "fewshot": fewshot.create_pipeline(),
         "amortize": amortize.create_pipeline(),
         "amortize_own": amortize.create_own_pipeline(),
+        "record": record.create_pipeline(),
     }

@@ -3,7 +3,7 @@
 
 One module per block: `compute` (and `mlflow`), `classifiers` (and `features`), `crosstask` (the scoring protocol,
 the paper's ExpNet, ExpNet+, the variant catalogue and `ablation`), `fewshot`, `external` (`evaluate_external`),
-`afn`, `amortize`, and `runs` (what the MLflow hooks read of a run's parameters). `blocks` is the one parse of a
+`afn`, `amortize`, `record` (every baseline on every example), and `runs` (what the MLflow hooks read of a run's parameters). `blocks` is the one parse of a
 block: every key required, none unknown, each error naming `parameter <block>.<key>`.
 
 Rule for defaults: a block that only the pipelines read has its values in conf/base only; the amortize block, which
@@ -26,6 +26,7 @@ from .afn import (AFN_KEYS, AfnSettings, CORPUS_KEYS, CorpusSettings, MLFLOW_KEY
                   corpus_settings, pair_settings, refuse_own_tracking_uri)
 from .amortize import (DEFAULT_TRAINING, DEFAULT_VARIANTS, DISTILL, SETTING_KEYS, AmortizeSettings,
                        amortize_experiment, amortize_settings, student_variants)
+from .record import RecordSettings, record_settings
 from .runs import RunParameters
 
 __all__ = ["AFN_KEYS", "AfnSettings", "AmortizeSettings", "CLASSIFIER_CAPS", "CORPUS_KEYS", "ClassifierSettings",
@@ -34,7 +35,7 @@ __all__ = ["AFN_KEYS", "AfnSettings", "AmortizeSettings", "CLASSIFIER_CAPS", "CO
            "FEWSHOT_KEYS", "FIT_KEYS", "FOLD_KEYS", "FeatureSettings", "FewShotCurveSettings", "MLFLOW_KEYS",
            "PAIR_KEYS", "PairSettings", "PlotSettings", "REQUIRED", "RunParameters", "SCORING_KEYS", "SETTING_KEYS",
            "SPLITS", "ScoringSettings", "TrackingSettings", "afn_settings", "afn_tracking", "amortize_experiment",
-           "amortize_settings", "block", "catalogue_variant", "check_crosstask", "check_user_file",
+           "RecordSettings", "record_settings", "amortize_settings", "block", "catalogue_variant", "check_crosstask", "check_user_file",
            "check_word_range", "classifier_settings", "compute_settings", "corpus_settings", "dask_settings",
            "dataclass_from", "encoder_name", "expnet_plus_candidates", "expnet_plus_recipe", "expnet_recipe",
            "external_settings", "feature_settings", "fewshot_settings", "folds_expnet_plus", "pair_settings",
