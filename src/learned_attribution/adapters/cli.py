@@ -226,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("--base-reports", default="data/base_size/08_reporting",
                          help="a base-size run's reports folder, its section written when it holds a finished run "
                               "(default: data/base_size/08_reporting)")
+    results.add_argument("--record", default="docs/record/baselines",
+                         help="the committed record of every baseline on every example, its section written when "
+                              "there (default: docs/record/baselines; 'none': left out)")
     results.add_argument("--output", default="docs/results.md", help="the results document (default: docs/results.md)")
     results.add_argument("--readme", action="append", help="a file whose <!-- results:NAME --> blocks are rewritten "
                                                            "(repeatable; default: README.md and benchmarks/README.md; "
@@ -356,7 +359,7 @@ def results_command(args: argparse.Namespace) -> int:
     readmes = args.readme or ["README.md", "benchmarks/README.md"]
     readmes = [] if readmes == ["none"] else [r for r in readmes if r != "none"]
     written = write_results(args.reports, args.output, readmes, commit=git_commit(Path.cwd()),
-                            base_reports=args.base_reports)
+                            base_reports=args.base_reports, record=None if args.record == "none" else args.record)
     print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
     return 0
 

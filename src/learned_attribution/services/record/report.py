@@ -114,3 +114,21 @@ def record_markdown(table: pd.DataFrame) -> str:
                          f"{row.f1_high:.3f}] | {diff} | {cost} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def record_section(table: pd.DataFrame, parts: pd.DataFrame) -> str:
+    """The results document's table of the record: per fold and mode, ExpNet+ and each method the record ran on
+    every example (its parts), with coverage, AUROC, ExpNet+'s paired difference and the cost per explanation."""
+    timed = set(parts.loc[parts["explanations"] > 0, "method"])
+    kernels = ", ".join(sorted(set(parts.loc[parts["explanations"] > 0, "kernels"]))) or "none yet"
+    lines = ["| fold | mode | method | examples (coverage) | AUROC [95% CI] | ExpNet+ minus it [95% CI] | "
+             "s per explanation |", "|---|---|---|---|---|---|---|"]
+    shown = table[table["method"].isin(timed | {EXPNET_PLUS})]
+    for row in shown.itertuples():
+        diff = ("" if np.isnan(row.expnet_plus_minus_auroc) else
+                f"{row.expnet_plus_minus_auroc:+.3f} [{row.expnet_plus_minus_auroc_low:+.3f}, "
+                f"{row.expnet_plus_minus_auroc_high:+.3f}]")
+        cost = "" if np.isnan(row.seconds_per_explanation) else f"{row.seconds_per_explanation:.3f}"
+        lines.append(f"| {row.task} | {row.mode} | {row.method} | {row.n_examples} ({row.coverage:.0%}) | "
+                     f"{row.auroc:.3f} [{row.auroc_low:.3f}, {row.auroc_high:.3f}] | {diff} | {cost} |")
+    return "\n".join(lines + ["", f"Kernels of the record's parts: {kernels}."])

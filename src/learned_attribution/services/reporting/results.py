@@ -6,7 +6,8 @@
 Every number comes from a file the pipeline or a benchmark wrote under the reports folder
 (`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
 `crosstask/explain_cost_<task>.csv`, `ablation/expnet_plus_selection_<task>.csv`, `node_timings/crosstask.csv`,
-`afn_report.md`, `fewshot.md`, `fewshot_summary.csv`, `benchmarks/*.csv`); a report that is missing leaves its
+`afn_report.md`, `fewshot.md`, `fewshot_summary.csv`, `benchmarks/*.csv`) and the committed record of every
+baseline on every example (docs/record/baselines, `services/record`); a report that is missing leaves its
 section out and the document says which. Nothing is typed in by hand, so the document is right for the machine and
 run it was generated from and is simply regenerated on another. Marked blocks (`<!-- results:NAME -->` ...
 `<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in place with the same tables.
@@ -38,6 +39,7 @@ from .crosstask import (by_prediction_table, classifier_comparison_table, classi
 from .fewshot import fewshot_headline
 from .rewrite import ResultsError, fill_marked_blocks, keep_missing_sections
 from .selection_rules import track_record_section
+from ..record.report import read_record, record_section, record_table
 
 
 def _read(path: Path, reader: Callable[[Path], object], missing: list[str]):
@@ -78,6 +80,7 @@ class Reports:
     fewshot: str | None = None  # fewshot.md and its summary: only a `fewshot` run writes them
     fewshot_summary: pd.DataFrame | None = None
     training_grid: str | None = None  # expnet_plus_training_grid.md: only an `ablation` run writes it
+    record: str | None = None  # the committed record's section (`record_section`): only a `record` run writes it
 
     @classmethod
     def read(cls, folder: str | Path) -> "Reports":
@@ -201,6 +204,12 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
              "baseline is chosen in each mode among the methods run on every example: integrated gradients, "
              "occlusion, LIME and KernelSHAP run on a sample only.", "",
              modes_table(reports.metrics), "",
+             *(["## Every baseline on every example (`docs/record/baselines`: `kedro run --pipeline record`)", "",
+                "The four methods the main job runs on a seeded sample only, run on every scored example of every "
+                "fold in both modes and committed as per-example metric rows (docs/record.md); ExpNet+ from the main "
+                "job's own rows (`main_job` parts). ExpNet+ minus it: paired AUROC difference on the same examples. "
+                "Coverage below 100% is a record still being computed.", "",
+                reports.record, ""] if reports.record is not None else []),
              *(["## What ExpNet+ trains on (`expnet_plus_training_grid.md`: `kedro run --pipeline ablation`)", "",
                 _demote(reports.training_grid.strip().split("\n", 1)[1].strip(), 1), ""]
                if reports.training_grid is not None else [])]
@@ -274,12 +283,16 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
 
 
 def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
-                  commit: str | None = None, base_reports: str | Path | None = None) -> list[Path]:
+                  commit: str | None = None, base_reports: str | Path | None = None,
+                  record: str | Path | None = None) -> list[Path]:
     """Write the results document to `output` (with the folds' cost charts and the AFN plots in `images/` beside
     it; the sections of the document it replaces that this run has no report for are kept, marked:
     `keep_missing_sections`) and fill the marked blocks of each README; with `base_reports` (a base-size run's
     reports folder, used when it holds a finished run) the base-size section too. Returns what was written."""
     reports = Reports.read(reports_folder)
+    if record is not None and Path(record).is_dir():
+        rows, parts = read_record(record)
+        reports.record = record_section(record_table(rows, parts), parts)
     base = None
     if base_reports is not None and (Path(base_reports) / "crosstask_metrics.csv").is_file():
         base = Reports.read(base_reports)
