@@ -23,7 +23,8 @@ from learned_attribution.services.amortize.scores import fidelity_table, scores_
 from learned_attribution.services.config import (DEFAULT_TRAINING, DEFAULT_VARIANTS, AmortizeSettings,
                                                             amortize_settings)
 from learned_attribution.core.explainers.teacher import Teacher
-from learned_attribution.services.amortize.teacher import TeacherUnfinished, starts_part, teacher_attributions
+from learned_attribution.services.amortize.teacher import TeacherUnfinished, teacher_attributions
+from learned_attribution.services.deadline import starts_part
 from learned_attribution.services.bundle import write_bundle
 from learned_attribution.services.distributed import DaskSettings
 from learned_attribution.services.explain import StudentExplainer

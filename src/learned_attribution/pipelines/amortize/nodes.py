@@ -17,7 +17,8 @@ from learned_attribution.services.amortize.examples import task_examples, text_e
 from learned_attribution.services.amortize.scores import evaluate_student as evaluated, plausibility_rows
 from learned_attribution.services.config import AmortizeSettings, amortize_settings
 from learned_attribution.services.amortize.student import fit_student as fitted, student_signals as signals_of
-from learned_attribution.services.amortize.teacher import TeacherRun, teacher_attributions, teacher_deadline
+from learned_attribution.services.amortize.teacher import TeacherRun, teacher_attributions
+from learned_attribution.services.deadline import invocation_deadline
 from learned_attribution.services.config import ComputeSettings, ScoringSettings, compute_settings, scoring_settings
 from learned_attribution.services.evaluation.cost import cost_plausibility
 from learned_attribution.services.reporting.amortize import classifier_table, report_markdown
@@ -33,7 +34,7 @@ def student_settings(amortize: dict[str, Any], layer: int, compute: dict[str, An
     this node reads parameters only, so it runs at the start of a run and the run's teacher nodes share the
     minutes."""
     settings = amortize_settings(amortize, layer)
-    return settings, compute_settings(compute), teacher_deadline(settings.teacher_minutes)
+    return settings, compute_settings(compute), invocation_deadline(settings.teacher_minutes)
 
 
 def plausibility_settings(crosstask: dict[str, Any], layer: int, seed: int) -> ScoringSettings:

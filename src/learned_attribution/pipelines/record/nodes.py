@@ -8,9 +8,9 @@ from typing import Any
 import pandas as pd
 
 from learned_attribution.core.models.loading import TrainedClassifier
-from learned_attribution.services.amortize.teacher import teacher_deadline
 from learned_attribution.services.config import (ComputeSettings, RecordSettings, ScoringSettings, compute_settings,
                                                  record_settings, scoring_settings)
+from learned_attribution.services.deadline import invocation_deadline
 from learned_attribution.services.evaluation.protocol import scored_examples
 from learned_attribution.services.record.baselines import RecordFold, RecordUnfinished, main_job_part, record_fold
 from learned_attribution.services.record.parts import hold_record_lock
@@ -27,7 +27,7 @@ def record_run_settings(baseline_record: dict[str, Any], crosstask: dict[str, An
     scoring = scoring_settings(crosstask, layer, seed)
     settings = record_settings(baseline_record, scoring)
     hold_record_lock(parts, "kedro run --pipeline record")
-    return settings, scoring, compute_settings(compute), teacher_deadline(settings.minutes)
+    return settings, scoring, compute_settings(compute), invocation_deadline(settings.minutes)
 
 
 def record_baselines(classifier: TrainedClassifier, predictions: pd.DataFrame, budget: dict[str, float],

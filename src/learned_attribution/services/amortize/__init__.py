@@ -46,7 +46,8 @@ from .examples import classifier_max_length, text_examples
 from .scores import evaluate_student
 from ..config import AmortizeSettings
 from .student import fit_student, student_signals
-from .teacher import teacher_attributions, teacher_deadline
+from .teacher import teacher_attributions
+from ..deadline import invocation_deadline
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def amortize(classifier, texts: Sequence[str | Sequence[str]], ids: Sequence[str
     this call and `teacher.TeacherUnfinished` is raised when they run out (the parts computed are kept: call again
     to continue)."""
     architecture(classifier.model)  # an unsupported family stops here, before any work, naming the supported ones
-    deadline = teacher_deadline(settings.teacher_minutes)
+    deadline = invocation_deadline(settings.teacher_minutes)
     cache = Path(cache)
     train, held_out, skipped = text_examples(classifier, texts, ids, settings)
     max_length = classifier_max_length(classifier, settings)

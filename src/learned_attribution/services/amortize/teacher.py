@@ -18,6 +18,7 @@ from learned_attribution.core.explainers.teacher import Teacher
 from learned_attribution.core.explainers.apply import explain_examples
 from learned_attribution.core.models.artifacts import classifier_fingerprint
 
+from ..deadline import starts_part
 from ..distributed import dask_client, explain_on_dask
 
 logger = logging.getLogger(__name__)
@@ -29,18 +30,6 @@ PART_COLUMNS = ["example_id", "scores", "error"]
 class TeacherUnfinished(RuntimeError):
     """The teacher's time in this invocation (`teacher_minutes`) ran out before every part was computed. Not a
     failure of the work: every part computed is kept, complete, and the same command run again continues from them."""
-
-
-def teacher_deadline(minutes: float | None) -> float:
-    """The wall-clock time (`time.time()`) after which one invocation starts no teacher part: `minutes` from now
-    (None: no limit, infinity)."""
-    return math.inf if minutes is None else time.time() + 60.0 * float(minutes)
-
-
-def starts_part(deadline: float, now: float, seconds_per_part: float | None) -> bool:
-    """Whether a teacher part may start at `now`: when a part taking the mean time of this call's parts so far
-    (`seconds_per_part`; None before the first) would end by the `deadline`."""
-    return now + (seconds_per_part or 0.0) <= deadline
 
 
 @dataclass
@@ -67,7 +56,7 @@ def teacher_attributions(classifier, examples: pd.DataFrame, teacher: Teacher, c
     classifier's weights and the part's texts, and reused by a later call with the same inputs (a killed run
     resumes; a part of other settings has another name and is never read). A file under a part's name that does
     not read back as that part (cut short, or of other texts) is recomputed. With `dask`
-    (`distributed.DaskSettings`), each part's batches run as Dask tasks. With a `deadline` (`teacher_deadline`), no
+    (`distributed.DaskSettings`), each part's batches run as Dask tasks. With a `deadline` (`invocation_deadline`), no
     part is started that would end after it: the parts computed are kept and `TeacherUnfinished` says how many are
     left."""
     if isinstance(part_size, bool) or not isinstance(part_size, int) or part_size < 1:

@@ -7,7 +7,7 @@ runs on every example, both learned explainers included) are one more part per f
 
 A part is keyed by what its rows depend on: the method and its settings, the explained layer and the matched budget,
 the classifier's weights, the part's examples, the source of the explainers and metrics, and the kernels. A part
-whose key differs is recomputed, never mixed in. With a deadline (`teacher_deadline`), no part is started that would
+whose key differs is recomputed, never mixed in. With a deadline (`invocation_deadline`), no part is started that would
 end after it and `RecordUnfinished` says what is left; the same command run again continues from the finished
 parts. With `compute.dask`, each part's methods run as Dask tasks; `compute.device` places the classifier (a GPU
 where there is one).
@@ -36,8 +36,8 @@ from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.models.runner import kernels_description
 from learned_attribution.core.models.signals import token_vocabulary
 
-from ..amortize.teacher import starts_part
 from ..config import ComputeSettings
+from ..deadline import starts_part
 from ..distributed import dask_client, explain_on_dask
 from ..evaluation.protocol import gold_labels, method_masks
 from .parts import digest, finished, source_digest, write_part
