@@ -4,6 +4,7 @@ written; each fold's choice is stored in its folder, and a user's `fit_rationale
 reproduces that draw's row."""
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -143,3 +144,47 @@ def test_a_users_fit_on_a_draws_examples_is_that_draws_refit(fewshot_run, tmp_pa
                      & (curves["repeat"] == 0)].iloc[0]
         assert scores["auroc"] == pytest.approx(row["auroc"], abs=1e-6), fold
         assert scores["f1_matched"] == pytest.approx(row["f1_matched"], abs=1e-6), fold
+
+
+def test_the_suggestion_rule_benchmark_never_reads_a_rationale_test_set(fewshot_run, monkeypatch):
+    """`benchmarks/suggestion_rules.py` makes a choice (`suggest`'s rule), so it must not read what is scored: with
+    every rationale test example's labels and marks inverted, each rule's and each random draw's refit scores the
+    same on the validation examples, and the choice is the same; it would change if they were read (the known
+    answer beside: inverting the validation examples' marks changes the scores)."""
+    import sys
+
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+    import suggestion_rules
+
+    monkeypatch.chdir(PROJECT_ROOT)
+    bootstrap_project(PROJECT_ROOT)
+    with KedroSession.create(project_path=PROJECT_ROOT, env="smoke") as session:
+        context = session.load_context()
+    catalog, params = context.catalog, context.params
+    original = catalog.load
+
+    def inverted(role):
+        def load(name, *args, **kwargs):
+            data = original(name, *args, **kwargs)
+            if name.endswith(".rationale_predictions"):
+                data = data.copy()
+                rows = data["role"] == role
+                data.loc[rows, "token_labels"] = data.loc[rows, "token_labels"].map(
+                    lambda labels: [t if t == -100 else 1 - t for t in labels])
+                data.loc[rows, "label"] = 1 - data.loc[rows, "label"]
+                data.loc[rows, "correct"] = ~data.loc[rows, "correct"].astype(bool)
+            return data
+        return load
+
+    rules = ["typical per cluster", "random per cluster"]
+    plain = pd.DataFrame(suggestion_rules.fold_rows(catalog, params, "sst2", [8], rules))
+    monkeypatch.setattr(catalog, "load", inverted("rationale_test"))
+    poisoned = pd.DataFrame(suggestion_rules.fold_rows(catalog, params, "sst2", [8], rules))
+    pd.testing.assert_frame_equal(plain, poisoned)
+    assert suggestion_rules.choose(plain).equals(suggestion_rules.choose(poisoned))
+    monkeypatch.setattr(catalog, "load", inverted("rationale_val"))
+    read = pd.DataFrame(suggestion_rules.fold_rows(catalog, params, "sst2", [8], rules))
+    assert not np.allclose(read["auroc"], plain["auroc"])

@@ -68,7 +68,7 @@ def finished_parts() -> dict[Path, int]:
 
 
 def test_a_record_run_killed_twice_resumes_without_recomputing_a_finished_part(smoke_crosstask_run,
-                                                                               smoke_tracking_uri):
+                                                                               smoke_tracking_uri, tmp_path):
     import shutil
 
     shutil.rmtree(RECORD.parent, ignore_errors=True)
@@ -107,3 +107,14 @@ def test_a_record_run_killed_twice_resumes_without_recomputing_a_finished_part(s
     table = pd.read_csv(smoke / "08_reporting" / "record" / "baselines.csv")
     assert set(table["mode"]) == {"predicted", "gold"} and (table["coverage"] == 1).all()
     assert len(parts) == 3 * (1 + 2 * len(parts[parts["method"] == "occlusion"]) // 3)
+    # The results document's record section: ExpNet+ and the record's methods, every fold, both modes.
+    from learned_attribution.services.reporting.results import write_results
+
+    document = tmp_path / "results.md"
+    write_results(smoke / "08_reporting", document, [], record=RECORD.parent)
+    section = document.read_text().split("## Every baseline on every example")[1].split("\n## ")[0]
+    cells = [line.split(" | ") for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert {(c[0][2:], c[1], c[2]) for c in cells} == {
+        (task, mode, method) for task in ("hatexplain", "sst2", "cola") for mode in ("predicted", "gold")
+        for method in ("expnet_plus", "integrated_gradients", "occlusion")}
+    assert all("(100%)" in c[3] for c in cells)

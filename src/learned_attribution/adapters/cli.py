@@ -195,8 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     suggest = commands.add_parser("suggest", help="pick which of your texts to annotate for a fold's few-shot refit "
                                                   "(fit --rationales)",
                                   description="Picks k texts to annotate (docs/fewshot.md, \"Which examples to "
-                                              "annotate\"): the most typical text of each of k clusters of the "
-                                              "classifier's [CLS] representation (seeded k-means, --seed); writes "
+                                              "annotate\") by the rule kept on validation pools (seeded: --seed); "
+                                              "writes "
                                               "them as a file to import into an annotation tool, each with the "
                                               "predicted class.")
     suggest.add_argument("--fold", required=True, help=f"the trained fold ({', '.join(FOLDS)}) or a fold folder whose "
@@ -226,12 +226,13 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("--base-reports", default="data/base_size/08_reporting",
                          help="a base-size run's reports folder, its section written when it holds a finished run "
                               "(default: data/base_size/08_reporting)")
-    results.add_argument("--record", default="docs/record/baselines",
-                         help="the committed record of every baseline on every example, its section written when "
-                              "there (default: docs/record/baselines; 'none': left out)")
+    results.add_argument("--record", default="docs/record",
+                         help="the committed record (every baseline on every example, the suggestion rules), each "
+                              "section or block written when there (default: docs/record; 'none': left out)")
     results.add_argument("--output", default="docs/results.md", help="the results document (default: docs/results.md)")
     results.add_argument("--readme", action="append", help="a file whose <!-- results:NAME --> blocks are rewritten "
-                                                           "(repeatable; default: README.md and benchmarks/README.md; "
+                                                           "(repeatable; default: README.md, benchmarks/README.md "
+                                                           "and docs/fewshot.md; "
                                                            "'none': no file)")
     results.set_defaults(run=results_command)
     return parser
@@ -356,7 +357,7 @@ def results_command(args: argparse.Namespace) -> int:
     from learned_attribution.services.reporting.results import write_results  # matplotlib and the reports stack
     from learned_attribution.services.tracking.store import git_commit
 
-    readmes = args.readme or ["README.md", "benchmarks/README.md"]
+    readmes = args.readme or ["README.md", "benchmarks/README.md", "docs/fewshot.md"]
     readmes = [] if readmes == ["none"] else [r for r in readmes if r != "none"]
     written = write_results(args.reports, args.output, readmes, commit=git_commit(Path.cwd()),
                             base_reports=args.base_reports, record=None if args.record == "none" else args.record)

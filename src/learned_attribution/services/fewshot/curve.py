@@ -63,9 +63,8 @@ SUGGESTED = "suggested"  # the role of the rows refit on the k examples `service
 def suggested_row(prior: LearnedModel, refit: Refit, labelled: TransformedRows, candidates: Candidates, k: int,
                   signals: tuple[TransformedRows, TransformedRows], test: pd.DataFrame, rho: float,
                   scoring: ScoringSettings, *, fold: str) -> dict[str, Any]:
-    """The `suggested` row of k: `prior` refit on the k pool examples the suggestion rule picks (`suggest.pick`:
-    the most typical text of each of k clusters of the held-out classifier's representation, k-means seeded as
-    `learned-attribution suggest` seeds it by default) with the k's schedule, seeded as the k's draw 0, and scored as
+    """The `suggested` row of k: `prior` refit on the k pool examples the suggestion rule picks (`suggest.pick`,
+    `SUGGESTION_RULE`, seeded as `learned-attribution suggest` seeds it by default) with the k's schedule, seeded as the k's draw 0, and scored as
     a draw is; repeat 0."""
     ids = pick(candidates, k)
     tuned = fine_tune(prior, labelled.of_examples(ids), refit.schedule)

@@ -10,16 +10,12 @@ The predicted class is what the annotator starts from, not what the file's class
 by name as the default of a class choice the annotator can change (the frame carries the classifier's class names in
 `attrs["class_names"]`), and the reader takes the annotator's choice.
 
-The rule (one, the one that measured best): typical per cluster (TypiClust, Hacohen et al., ICML 2022). Each
-text is represented by the classifier's last-layer [CLS] hidden state (L2-normalised); k-means (seeded) splits them
-into k clusters, and from each, largest cluster first, the rule picks its most typical text, the one nearest its 20
-nearest neighbours (`core.picking.cluster_picks`). The k texts spread over what the classifier reads, without the
-outliers and hard cases that farthest-first traversal or uncertainty favour: those are often mispredicted, and their
-human rationales support the class the classifier did not predict, while its explainers explain the predicted one.
-`benchmarks/suggestion_rules.py` measured it at the level of k random texts (0.003 AUROC above them on average,
-paired by refit seed over three folds, k = 8, 32, 128 and five seeds), where uncertainty x diversity was 0.015
-below (docs/fewshot.md, "Which examples to annotate"). The few-shot curve's `suggested` row
-(services/fewshot/curve.py) measures it on every run."""
+The rule (`SUGGESTION_RULE`) is the one `benchmarks/suggestion_rules.py` keeps on the held-out tasks' validation
+pools (never a rationale test set): typical per cluster (TypiClust, Hacohen et al., ICML 2022: each text represented
+by the classifier's last-layer [CLS] hidden state, L2-normalised; k seeded k-means clusters; from each, largest
+first, its most typical text), random per cluster (a seeded random text of each cluster), or, when no rule measures
+above a seeded random sample beyond its noise, that random sample (docs/fewshot.md, "Which examples to annotate").
+The few-shot curve's `suggested` row (services/fewshot/curve.py) reports the kept rule on every run."""
 from __future__ import annotations
 
 import logging
@@ -41,6 +37,11 @@ from learned_attribution.core.picking import cluster_picks
 logger = logging.getLogger(__name__)
 
 SUGGESTION_COLUMNS = ["rank", "id", "text", "predicted", "label", "probability", "uncertainty"]
+SUGGESTION_RULES = ("typical per cluster", "random per cluster", "random")
+# The rule `suggest` keeps: the one chosen on the held-out tasks' validation pools, never on a rationale test set
+# (benchmarks/suggestion_rules.py; its evidence, docs/record/suggestion_rules_choice.csv, holds this constant:
+# tests/explain/test_suggest_choice.py). "random": no rule measured above a seeded random sample beyond its noise.
+SUGGESTION_RULE = "typical per cluster"
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,19 @@ def normalised(features: np.ndarray) -> np.ndarray:
     return features / np.where(norms > 0, norms, 1.0)
 
 
+def picked_rows(features: np.ndarray, k: int, seed: int, rule: str = SUGGESTION_RULE) -> list[int]:
+    """The rows of `features` [n, d] that `rule` picks, in the order picked: the most typical row of each of k
+    seeded k-means clusters, a seeded random row of each, or a seeded random sample (in row order)."""
+    if rule not in SUGGESTION_RULES:
+        raise ValueError(f"suggestion rule {rule!r}: one of {list(SUGGESTION_RULES)}")
+    if rule == "random":
+        return sorted(np.random.default_rng(seed).choice(len(features), size=k, replace=False).tolist())
+    return cluster_picks(features, k, seed, "typical" if rule == "typical per cluster" else "random")
+
+
 def pick(candidates: Candidates, k: int, seed: int = 0) -> list[str]:
-    """The ids of the k candidates the rule picks (seeded k-means), in the order picked."""
-    return [candidates.ids[i] for i in cluster_picks(candidates.features, k, seed)]
+    """The ids of the k candidates the rule picks (`SUGGESTION_RULE`, seeded), in the order picked."""
+    return [candidates.ids[i] for i in picked_rows(candidates.features, k, seed)]
 
 
 def represent(classifier: TrainedClassifier, input_ids: Sequence[Sequence[int]], batch_size: int = 16
@@ -110,7 +121,7 @@ def suggest(classifier: TrainedClassifier, texts: Sequence[str | Sequence[str]],
     input_ids = project_batch(words, [None] * len(words), tokenizer, max_length)["input_ids"]
     probabilities, features = represent(classifier, input_ids, batch_size)
     candidates = Candidates([str(i) for i in ids], features, uncertainty(probabilities))
-    order = cluster_picks(candidates.features, k, seed)
+    order = picked_rows(candidates.features, k, seed)
     n_classes = probabilities.shape[1]
     names = class_names_of(getattr(classifier.model.config, "id2label", None), n_classes) \
         or tuple(f"LABEL_{index}" for index in range(n_classes))
@@ -123,8 +134,10 @@ def suggest(classifier: TrainedClassifier, texts: Sequence[str | Sequence[str]],
                      "predicted": predicted, "label": names[predicted],
                      "probability": float(probabilities[index, predicted]),
                      "uncertainty": float(candidates.uncertainty[index])})
-    logger.info("%s: picked %d of %d texts (typical per cluster); mean uncertainty %.3f against %.3f over all",
-                source, k, len(texts), np.mean([r["uncertainty"] for r in rows]), candidates.uncertainty.mean())
+    how = ("a seeded random sample: no rule measured above one on the validation pools, docs/fewshot.md"
+           if SUGGESTION_RULE == "random" else SUGGESTION_RULE)
+    logger.info("%s: picked %d of %d texts (%s); mean uncertainty %.3f against %.3f over all", source, k, len(texts),
+                how, np.mean([r["uncertainty"] for r in rows]), candidates.uncertainty.mean())
     picked = pd.DataFrame(rows, columns=SUGGESTION_COLUMNS)
     picked.attrs[CLASS_NAMES] = list(names)
     return picked

@@ -131,4 +131,7 @@ def record_section(table: pd.DataFrame, parts: pd.DataFrame) -> str:
         cost = "" if np.isnan(row.seconds_per_explanation) else f"{row.seconds_per_explanation:.3f}"
         lines.append(f"| {row.task} | {row.mode} | {row.method} | {row.n_examples} ({row.coverage:.0%}) | "
                      f"{row.auroc:.3f} [{row.auroc_low:.3f}, {row.auroc_high:.3f}] | {diff} | {cost} |")
-    return "\n".join(lines + ["", f"Kernels of the record's parts: {kernels}."])
+    minutes = parts[parts["explanations"] > 0].groupby("method", sort=False)["seconds"].sum() / 60
+    spent = ", ".join(f"{method} {value:.1f}" for method, value in minutes.items())
+    return "\n".join(lines + ["", f"The record's parts took {minutes.sum():.1f} min of wall time ({spent}), on "
+                                   f"{kernels}."])

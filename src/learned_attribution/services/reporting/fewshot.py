@@ -161,3 +161,28 @@ def fewshot_report(*tables: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, p
     summary = curve_summary(table)
     priors = prior_summary(pd.concat(tables[len(tables) // 2:], ignore_index=True))
     return table, summary, priors, fewshot_page(summary, priors), fewshot_chart(summary)
+
+
+def suggestion_rules_block(summary: pd.DataFrame, choice: pd.DataFrame) -> str:
+    """docs/fewshot.md's block from the committed record of `benchmarks/suggestion_rules.py`
+    (docs/record/suggestion_rules.csv and suggestion_rules_choice.csv): per fold and k, the random draws' mean
+    validation AUROC and each rule's with its mean paired difference from them; then per rule over every pair, the
+    mean AUROC and F1 gains with their standard errors, the pairs above random, and the rule `suggest` keeps."""
+    rules = [r for r in dict.fromkeys(summary["rule"]) if r != "random"]
+    rows = []
+    for (fold, k), group in summary.groupby(["fold", "k"], sort=False):
+        by_rule = group.set_index("rule")
+        rows.append([fold.removeprefix("heldout_"), k, f"{by_rule.at['random', 'auroc']:.3f}",
+                     *(f"{by_rule.at[r, 'auroc']:.3f} ({by_rule.at[r, 'auroc_vs_random']:+.3f})" if r in by_rule.index
+                       else "" for r in rules)])
+    per_fold = table_lines(["held-out task", "k", "random draws", *rules], rows)
+    kept = choice.loc[choice["chosen"], "rule"].iloc[0]
+    overall = table_lines(
+        ["rule", "pairs", "AUROC gain over random (SE)", "pairs above random", "F1 gain over random (SE)", "kept"],
+        [[r.rule, int(r.pairs), f"{r.auroc_gain:+.4f} ({r.auroc_gain_se:.4f})", int(r.above_random),
+          f"{r.f1_gain:+.4f} ({r.f1_gain_se:.4f})", "**kept**" if r.chosen else ""]
+         for r in choice.itertuples()])
+    said = (f"`suggest` keeps **{kept}**: its mean AUROC gain over the random draws is above twice its standard error."
+            if kept != "random" else "No rule's mean AUROC gain over the random draws is above twice its standard "
+            "error: `suggest` draws a **seeded random sample** of your texts, and says so.")
+    return "\n".join([per_fold, "", overall, "", said])

@@ -36,7 +36,7 @@ from .cost import pareto_table, serving_table, stage_table, throughput_compariso
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
                         modes_table,
                         paper_comparison_table, shape_free_table, transfer_table)
-from .fewshot import fewshot_headline
+from .fewshot import fewshot_headline, suggestion_rules_block
 from .rewrite import ResultsError, fill_marked_blocks, keep_missing_sections
 from .selection_rules import track_record_section
 from ..record.report import read_record, record_section, record_table
@@ -81,6 +81,7 @@ class Reports:
     fewshot_summary: pd.DataFrame | None = None
     training_grid: str | None = None  # expnet_plus_training_grid.md: only an `ablation` run writes it
     record: str | None = None  # the committed record's section (`record_section`): only a `record` run writes it
+    suggestion_rules: str | None = None  # docs/fewshot.md's block, from the record of benchmarks/suggestion_rules.py
 
     @classmethod
     def read(cls, folder: str | Path) -> "Reports":
@@ -279,6 +280,8 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
         blocks["attribution_throughput"] = throughput_table(reports.throughput)
     if reports.serving is not None:
         blocks["serving_load"] = serving_table(reports.serving)
+    if reports.suggestion_rules is not None:
+        blocks["suggestion_rules"] = reports.suggestion_rules
     return blocks
 
 
@@ -290,9 +293,12 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
     `keep_missing_sections`) and fill the marked blocks of each README; with `base_reports` (a base-size run's
     reports folder, used when it holds a finished run) the base-size section too. Returns what was written."""
     reports = Reports.read(reports_folder)
-    if record is not None and Path(record).is_dir():
-        rows, parts = read_record(record)
+    if record is not None and (Path(record) / "baselines").is_dir():
+        rows, parts = read_record(Path(record) / "baselines")
         reports.record = record_section(record_table(rows, parts), parts)
+    if record is not None and (Path(record) / "suggestion_rules_choice.csv").is_file():
+        reports.suggestion_rules = suggestion_rules_block(pd.read_csv(Path(record) / "suggestion_rules.csv"),
+                                                          pd.read_csv(Path(record) / "suggestion_rules_choice.csv"))
     base = None
     if base_reports is not None and (Path(base_reports) / "crosstask_metrics.csv").is_file():
         base = Reports.read(base_reports)
