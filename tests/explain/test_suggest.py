@@ -13,7 +13,7 @@ from learned_attribution.core.errors import InputError
 from learned_attribution.core.picking import cluster_picks, weighted_farthest_first
 from learned_attribution.services.bundle import task_classifier
 from learned_attribution.core.models.projection import project_batch
-from learned_attribution.services.fewshot.suggest import represent, suggest, uncertainty
+from learned_attribution.services.fewshot.suggest import picked_rows, represent, suggest, uncertainty
 
 TEXTS = ["the movie is great and fun", "the plot was boring", "a very bad film !", "this story is so slow",
          "the actors were funny", "it was not good", "love it", "hate this dull end", "a sharp and sad story",
@@ -101,14 +101,14 @@ def test_uncertainty_trades_against_distance():
 
 # ---- the service and the CLI on the tiny fold -------------------------------------------------------------------
 
-def test_the_pick_is_the_cluster_rule_on_the_classifiers_representation(tiny_models_dir):
+def test_the_pick_is_the_kept_rule_on_the_classifiers_representation(tiny_models_dir):
     classifier = task_classifier("sst2", tiny_models_dir)
     ids = [str(i + 1) for i in range(len(TEXTS))]
     picked = suggest(classifier, TEXTS, ids, 4, max_length=32)
     words = [text.split() for text in TEXTS]  # the tiny tokenizer's words are the whitespace ones
     input_ids = project_batch(words, [None] * len(words), classifier.tokenizer, 32)["input_ids"]
     _, features = represent(classifier, input_ids)
-    assert list(picked["id"]) == [ids[i] for i in cluster_picks(features, 4, seed=0)]
+    assert list(picked["id"]) == [ids[i] for i in picked_rows(features, 4, seed=0)]  # SUGGESTION_RULE's rows
     assert list(picked["rank"]) == [1, 2, 3, 4] and picked["id"].is_unique
     assert picked.equals(suggest(classifier, TEXTS, ids, 4, max_length=32))  # seeded: the same pick again
     assert picked["uncertainty"].tolist() == pytest.approx((1 - picked["probability"]).tolist())

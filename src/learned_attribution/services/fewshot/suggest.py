@@ -41,7 +41,7 @@ SUGGESTION_RULES = ("typical per cluster", "random per cluster", "random")
 # The rule `suggest` keeps: the one chosen on the held-out tasks' validation pools, never on a rationale test set
 # (benchmarks/suggestion_rules.py; its evidence, docs/record/suggestion_rules_choice.csv, holds this constant:
 # tests/explain/test_suggest_choice.py). "random": no rule measured above a seeded random sample beyond its noise.
-SUGGESTION_RULE = "typical per cluster"
+SUGGESTION_RULE = "random"
 
 
 @dataclass(frozen=True)
