@@ -18,9 +18,9 @@ the input and refuses a field the model does not read in one line. MLflow's serv
 such a model. Optional parameter `methods` (comma-separated method names; empty: ExpNet+ and the fold's best
 baseline). Output: one JSON object per text, the CLI's JSONL record (`id` = row number, text, words, predicted,
 label, probability, truncated, per-word scores and rationale per method). The device is `auto` unless
-LEARNED_ATTRIBUTION_DEVICE says otherwise. Bad input (an unknown method or field, an empty text, no `text`) answers HTTP 400 with one line, the
-project's own message, and no stack trace; any other failure answers 500 with one line naming the exception (its
-trace goes to the server's log). Requests are answered on parallel threads; `FoldExplainer` makes them take turns on
+LEARNED_ATTRIBUTION_DEVICE says otherwise. Bad input (an unknown method or field, an empty text, no `text`) answers
+HTTP 400 with one line, the project's own message, and no stack trace; any other failure answers 500 with one line
+naming the exception (its trace goes to the server's log). Requests are answered on parallel threads; `FoldExplainer` makes them take turns on
 the one classifier.
 """
 from __future__ import annotations

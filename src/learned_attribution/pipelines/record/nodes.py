@@ -49,7 +49,8 @@ def record_baselines(classifier: TrainedClassifier, predictions: pd.DataFrame, b
         if progress.finished < progress.parts:
             raise RecordUnfinished(f"record {task}: {name} has {progress.finished} of {progress.parts} parts in "
                                    f"{Path(parts) / task} when this invocation's minutes (baseline_record.minutes) "
-                                   "ran out; the parts are kept: commit them, and run the same command again to continue")
+                                   "ran out; the parts are kept: commit them, and run the same command again to "
+                                   "continue")
     return pd.DataFrame(rows)
 
 

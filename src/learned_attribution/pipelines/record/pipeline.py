@@ -19,8 +19,9 @@ SETTINGS = ["record_settings", "record_scoring", "record_compute", "record_deadl
 
 def create_pipeline(tasks: Sequence[str] = TASKS, **kwargs) -> Pipeline:
     """The settings (and the record's lock), one namespace per fold, then the table."""
-    settings = node(record_run_settings, ["params:baseline_record", "params:crosstask", "params:explained_layer", "params:seed",
-                                          "params:compute", "record_parts"], SETTINGS, name="record_settings")
+    settings = node(record_run_settings, ["params:baseline_record", "params:crosstask", "params:explained_layer",
+                                          "params:seed", "params:compute", "record_parts"], SETTINGS,
+                    name="record_settings")
     folds = [
         pipeline([node(bind(record_baselines, task=task),
                        ["classifier", "predictions", "budget", "token_scores", "gold_token_scores", "record_parts",

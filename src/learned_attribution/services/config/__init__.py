@@ -3,8 +3,9 @@
 
 One module per block: `compute` (and `mlflow`), `classifiers` (and `features`), `crosstask` (the scoring protocol,
 the paper's ExpNet, ExpNet+, the variant catalogue and `ablation`), `fewshot`, `external` (`evaluate_external`),
-`afn`, `amortize`, `record` (every baseline on every example), and `runs` (what the MLflow hooks read of a run's parameters). `blocks` is the one parse of a
-block: every key required, none unknown, each error naming `parameter <block>.<key>`.
+`afn`, `amortize`, `record` (every baseline on every example), and `runs` (what the MLflow hooks read of a run's
+parameters). `blocks` is the one parse of a block: every key required, none unknown, each error naming
+`parameter <block>.<key>`.
 
 Rule for defaults: a block that only the pipelines read has its values in conf/base only; the amortize block, which
 the `fit` command reads too, has its defaults in code only (`AmortizeSettings`; the YAML sets what a pipeline run
@@ -35,7 +36,8 @@ __all__ = ["AFN_KEYS", "AfnSettings", "AmortizeSettings", "CLASSIFIER_CAPS", "CO
            "FEWSHOT_KEYS", "FIT_KEYS", "FOLD_KEYS", "FeatureSettings", "FewShotCurveSettings", "MLFLOW_KEYS",
            "PAIR_KEYS", "PairSettings", "PlotSettings", "REQUIRED", "RunParameters", "SCORING_KEYS", "SETTING_KEYS",
            "SPLITS", "ScoringSettings", "TrackingSettings", "afn_settings", "afn_tracking", "amortize_experiment",
-           "RecordSettings", "record_settings", "amortize_settings", "block", "catalogue_variant", "check_crosstask", "check_user_file",
+           "RecordSettings", "record_settings",
+           "amortize_settings", "block", "catalogue_variant", "check_crosstask", "check_user_file",
            "check_word_range", "classifier_settings", "compute_settings", "corpus_settings", "dask_settings",
            "dataclass_from", "encoder_name", "expnet_plus_candidates", "expnet_plus_recipe", "expnet_recipe",
            "external_settings", "feature_settings", "fewshot_settings", "folds_expnet_plus", "pair_settings",

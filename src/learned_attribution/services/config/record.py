@@ -20,7 +20,8 @@ class RecordSettings:
 
 def record_settings(baseline_record: Mapping[str, Any], scoring: ScoringSettings) -> RecordSettings:
     """`params:baseline_record` against the folds' scoring protocol: `methods` names baselines of
-    `crosstask.baselines` (null: the ones the main job runs on its sample only, `crosstask.expensive`), with their settings there."""
+    `crosstask.baselines` (null: the ones the main job runs on its sample only, `crosstask.expensive`), with their
+    settings there."""
     values = block(baseline_record, "baseline_record", ("methods", "part_size", "minutes"))
     names = list(scoring.expensive) if values["methods"] is None else [str(m) for m in values["methods"]]
     unknown = [name for name in names if name not in scoring.baselines]

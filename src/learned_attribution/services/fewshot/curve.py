@@ -64,8 +64,8 @@ def suggested_row(prior: LearnedModel, refit: Refit, labelled: TransformedRows, 
                   signals: tuple[TransformedRows, TransformedRows], test: pd.DataFrame, rho: float,
                   scoring: ScoringSettings, *, fold: str) -> dict[str, Any]:
     """The `suggested` row of k: `prior` refit on the k pool examples the suggestion rule picks (`suggest.pick`,
-    `SUGGESTION_RULE`, seeded as `learned-attribution suggest` seeds it by default) with the k's schedule, seeded as the k's draw 0, and scored as
-    a draw is; repeat 0."""
+    `SUGGESTION_RULE`, seeded as `learned-attribution suggest` seeds it by default) with the k's schedule, seeded as
+    the k's draw 0, and scored as a draw is; repeat 0."""
     ids = pick(candidates, k)
     tuned = fine_tune(prior, labelled.of_examples(ids), refit.schedule)
     scores = both_modes(tuned, signals, test, rho, scoring)
