@@ -37,7 +37,7 @@ def record_baselines(classifier: TrainedClassifier, predictions: pd.DataFrame, b
     """The fold's main-job part, then every record method on every scored example in parts; the progress table
     (method, parts, finished). Raises `RecordUnfinished` when the minutes ran out first (the parts are kept)."""
     fold = RecordFold(task, classifier, scored_examples(predictions, scoring), budget["rho"])
-    main_job_part(fold, parts, token_scores, gold_token_scores)
+    main_job_part(fold, parts, token_scores, gold_token_scores, recorded=list(settings.methods))
     rows = []
     for name, method_settings in settings.methods.items():
         progress = record_fold(fold, parts, {name: method_settings}, part_size=settings.part_size,

@@ -20,7 +20,7 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import numpy as np
 import pandas as pd
@@ -183,12 +183,13 @@ def record_fold(fold: RecordFold, folder: str | Path, methods: Mapping[str, Mapp
 
 
 def main_job_part(fold: RecordFold, folder: str | Path, token_scores: pd.DataFrame,
-                  gold_token_scores: pd.DataFrame) -> Path:
+                  gold_token_scores: pd.DataFrame, recorded: Collection[str] = ()) -> Path:
     """The main job's per-example rows of `fold` (every method it ran on every example, both modes: `token_scores`
-    and `gold_token_scores`, the fold's predicted- and gold-mode token scores) as the fold's `main_job` part; kept
-    when its key (the token scores, examples and budget) is unchanged."""
+    and `gold_token_scores`, the fold's predicted- and gold-mode token scores; not the `recorded` methods, which
+    the record's own parts hold) as the fold's `main_job` part; kept when its key (the token scores, examples and
+    budget) is unchanged."""
     path = part_path(Path(folder), fold.task, MAIN_JOB, 0)
-    full = token_scores[~token_scores["method"].isin(_sampled(token_scores))]
+    full = token_scores[~token_scores["method"].isin(_sampled(token_scores) | set(recorded))]
     gold = gold_token_scores[gold_token_scores["method"].isin(set(full["method"]))]
     wrong = set(recomputed(fold.examples)["example_id"])
     gold = gold[gold["example_id"].isin(wrong)]

@@ -42,7 +42,13 @@ def read_record(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                           "kernels": meta.kernels})
     if not frames:
         raise RecordError(f"{folder}: no record parts")
-    return pd.concat(frames, ignore_index=True), pd.DataFrame(parts)
+    rows = pd.concat(frames, ignore_index=True)
+    twice = rows.duplicated(["task", "method", "mode", "example_id"], keep=False)
+    if twice.any():
+        first = rows[twice].iloc[0]
+        raise RecordError(f"{folder / first['task']}: {int(twice.sum())} rows hold an example twice (e.g. "
+                          f"{first['method']} on {first['example_id']}, {first['mode']} mode): two parts of one method")
+    return rows, pd.DataFrame(parts)
 
 
 def in_mode(rows: pd.DataFrame, mode: str) -> pd.DataFrame:
