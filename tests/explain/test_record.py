@@ -115,6 +115,19 @@ def test_an_edited_part_or_one_of_another_run_fails_the_report_naming_the_file(f
     assert (folder / "sst2" / MAIN_JOB / "part-000.csv").is_file()
 
 
+def test_an_example_held_twice_fails_the_report(fold, tmp_path):
+    import shutil
+
+    folder = tmp_path / "record"
+    run(fold, folder, methods={"occlusion": METHODS["occlusion"]})
+    main_job_part(fold, folder, *main_job_scores(fold))
+    part = part_path(folder, "sst2", "occlusion", 0)
+    for suffix in (".csv", ".json"):  # a copy under another part's name: every row twice
+        shutil.copyfile(part.with_suffix(suffix), part.with_name("part-099").with_suffix(suffix))
+    with pytest.raises(RecordError, match=r"sst2: 6 rows hold an example twice \(e\.g\. occlusion on x0"):
+        read_record(folder)
+
+
 def test_a_second_run_at_once_refuses_naming_the_first(tmp_path):
     with record_lock(tmp_path, "the first run"):
         code = ("import sys; from pathlib import Path; from learned_attribution.services.record.parts import "
