@@ -124,7 +124,7 @@ def test_an_example_held_twice_fails_the_report(fold, tmp_path):
     part = part_path(folder, "sst2", "occlusion", 0)
     for suffix in (".csv", ".json"):  # a copy under another part's name: every row twice
         shutil.copyfile(part.with_suffix(suffix), part.with_name("part-099").with_suffix(suffix))
-    with pytest.raises(RecordError, match=r"sst2: 10 rows hold an example twice \(e\.g\. occlusion on x0"):
+    with pytest.raises(RecordError, match=r"sst2: 10 rows hold an example twice \(e\.g\. occlusion on x\d, predicted mode\)"):
         read_record(folder)
 
 

@@ -42,15 +42,15 @@ KILLER = textwrap.dedent('''
             if "heldout_sst2.partial/expnet_plus/" in path:
                 die()
         artifacts.save_file = save_file
-    elif point == "scoring":  # in the middle of heldout_sst2's score_fold
+    elif point == "scoring":  # in the middle of heldout_sst2's score_fold: its fifth method
         from learned_attribution.services.evaluation import protocol
-        original, calls = protocol.score_method, []
-        def score_method(*args, **kwargs):
+        original, calls = protocol.subset_rows, []
+        def subset_rows(*args, **kwargs):
             calls.append(1)
-            if len(calls) == 25:
+            if len(calls) == 5:
                 die()
             return original(*args, **kwargs)
-        protocol.score_method = score_method
+        protocol.subset_rows = subset_rows
 
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
