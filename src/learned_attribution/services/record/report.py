@@ -103,6 +103,17 @@ def record_table(rows: pd.DataFrame, parts: pd.DataFrame, n_boot: int = 1000, se
             .reset_index(drop=True))
 
 
+def _cells(row) -> tuple[str, str, str, str]:
+    """A table row's examples (coverage), AUROC [CI], ExpNet+'s paired difference [CI] and seconds per explanation
+    as markdown cells (empty where undefined)."""
+    diff = ("" if np.isnan(row.expnet_plus_minus_auroc) else
+            f"{row.expnet_plus_minus_auroc:+.3f} [{row.expnet_plus_minus_auroc_low:+.3f}, "
+            f"{row.expnet_plus_minus_auroc_high:+.3f}]")
+    cost = "" if np.isnan(row.seconds_per_explanation) else f"{row.seconds_per_explanation:.3f}"
+    return (f"{row.n_examples} ({row.coverage:.0%})", f"{row.auroc:.3f} [{row.auroc_low:.3f}, {row.auroc_high:.3f}]",
+            diff, cost)
+
+
 def record_markdown(table: pd.DataFrame) -> str:
     """The table as markdown, one section per task and mode."""
     lines = []
@@ -111,12 +122,8 @@ def record_markdown(table: pd.DataFrame) -> str:
                   "| method | examples (coverage) | AUROC [95% CI] | matched F1 [95% CI] | ExpNet+ minus it, AUROC "
                   "[95% CI] | s per explanation |", "|---|---|---|---|---|---|"]
         for row in group.itertuples():
-            diff = ("" if np.isnan(row.expnet_plus_minus_auroc) else
-                    f"{row.expnet_plus_minus_auroc:+.3f} [{row.expnet_plus_minus_auroc_low:+.3f}, "
-                    f"{row.expnet_plus_minus_auroc_high:+.3f}]")
-            cost = "" if np.isnan(row.seconds_per_explanation) else f"{row.seconds_per_explanation:.3f}"
-            lines.append(f"| {row.method} | {row.n_examples} ({row.coverage:.0%}) | {row.auroc:.3f} "
-                         f"[{row.auroc_low:.3f}, {row.auroc_high:.3f}] | {row.f1:.3f} [{row.f1_low:.3f}, "
+            coverage, auroc, diff, cost = _cells(row)
+            lines.append(f"| {row.method} | {coverage} | {auroc} | {row.f1:.3f} [{row.f1_low:.3f}, "
                          f"{row.f1_high:.3f}] | {diff} | {cost} |")
         lines.append("")
     return "\n".join(lines)
@@ -131,12 +138,8 @@ def record_section(table: pd.DataFrame, parts: pd.DataFrame) -> str:
              "s per explanation |", "|---|---|---|---|---|---|---|"]
     shown = table[table["method"].isin(timed | {EXPNET_PLUS})]
     for row in shown.itertuples():
-        diff = ("" if np.isnan(row.expnet_plus_minus_auroc) else
-                f"{row.expnet_plus_minus_auroc:+.3f} [{row.expnet_plus_minus_auroc_low:+.3f}, "
-                f"{row.expnet_plus_minus_auroc_high:+.3f}]")
-        cost = "" if np.isnan(row.seconds_per_explanation) else f"{row.seconds_per_explanation:.3f}"
-        lines.append(f"| {row.task} | {row.mode} | {row.method} | {row.n_examples} ({row.coverage:.0%}) | "
-                     f"{row.auroc:.3f} [{row.auroc_low:.3f}, {row.auroc_high:.3f}] | {diff} | {cost} |")
+        coverage, auroc, diff, cost = _cells(row)
+        lines.append(f"| {row.task} | {row.mode} | {row.method} | {coverage} | {auroc} | {diff} | {cost} |")
     minutes = parts[parts["explanations"] > 0].groupby("method", sort=False)["seconds"].sum() / 60
     spent = ", ".join(f"{method} {value:.1f}" for method, value in minutes.items())
     return "\n".join(lines + ["", f"The record's parts took {minutes.sum():.1f} min of wall time ({spent}), on "
