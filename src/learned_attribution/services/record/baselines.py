@@ -116,26 +116,24 @@ def example_rows(scores: pd.DataFrame, failures: pd.DataFrame, examples: pd.Data
     return rows.reindex(columns=RECORD_COLUMNS)
 
 
-def _explain(fold: RecordFold, rows: pd.DataFrame, name: str, settings: Mapping[str, Any], layer: int,
+def _explain(fold: RecordFold, rows: pd.DataFrame, name: str, settings: Mapping[str, Any], method,
              batch_size: int, client, compute: ComputeSettings):
     if client is not None:
         return explain_on_dask(client, fold.classifier, rows, {name: dict(settings)}, batch_size, compute.dask)
-    method = resolve_method(name, layer=layer, vocabulary=token_vocabulary(fold.classifier.tokenizer),
-                            settings=dict(settings))
     return explain_examples(fold.classifier.model, fold.classifier.tokenizer, rows, {name: method}, batch_size)
 
 
 def compute_part(fold: RecordFold, rows: pd.DataFrame, name: str, settings: Mapping[str, Any], layer: int,
                  batch_size: int, compute: ComputeSettings, client=None) -> tuple[pd.DataFrame, int]:
     """One method on one part's examples in both modes: (its per-example rows, explanations computed)."""
-    predicted = _explain(fold, rows, name, settings, layer, batch_size, client, compute)
+    method = resolve_method(name, layer=layer, vocabulary=token_vocabulary(fold.classifier.tokenizer),
+                            settings=dict(settings))
+    predicted = _explain(fold, rows, name, settings, method, batch_size, client, compute)
     out = [example_rows(predicted.scores, predicted.failures, fold.examples, fold.rho, PREDICTED)]
     wrong = recomputed(rows)
     explanations = len(rows)
-    class_agnostic = resolve_method(name, layer=layer, vocabulary=token_vocabulary(fold.classifier.tokenizer),
-                                    settings=dict(settings)).class_agnostic
-    if len(wrong) and not class_agnostic:
-        gold = _explain(fold, wrong, name, settings, layer, batch_size, client, compute)
+    if len(wrong) and not method.class_agnostic:
+        gold = _explain(fold, wrong, name, settings, method, batch_size, client, compute)
         out.append(example_rows(gold.scores, gold.failures, fold.examples, fold.rho, GOLD))
         explanations += len(wrong)
     return pd.concat(out, ignore_index=True), explanations
