@@ -67,8 +67,8 @@ def test_the_headline_row_has_the_numbers_of_the_reports(reports):
 
 
 def test_the_document_names_its_sources_and_what_is_missing(reports):
-    document = results_document(Reports.read(reports), commit="abc1234")
-    assert "generated at commit abc1234" in document
+    document = results_document(Reports.read(reports))
+    assert "*From the `crosstask` run whose identity is unknown (no runs/crosstask.json in " in document
     # raw_attention is dominated by the paper's ExpNet (slower and less plausible); saliency is cheaper than
     # ExpNet+ (0.50x > 0.45x) but less plausible (0.75 < 0.80), so no baseline beats ExpNet+ on both.
     assert "| sst2 | expnet_paper (0.95x, 0.700), saliency (0.50x, 0.750), expnet_plus (0.45x, 0.800) | " \
@@ -84,15 +84,14 @@ def test_the_document_names_its_sources_and_what_is_missing(reports):
     assert "| heldout_sst2 | mean_validation | -1.00 | stack_self_training | 0.800 | cheap | 0.820 | 0.020 |" \
         in document
     assert "| heldout_sst2 | worst_direction | +1.00 | cheap | 0.820 | cheap | 0.820 | 0.000 |" in document
-    assert "Not in this run's reports (sections left out, or kept from an earlier run below): afn_report.md, attribution_throughput.csv, " \
+    assert "Not in these reports (their sections left out): afn_report.md, attribution_throughput.csv, " \
            "classifier_metrics.csv, explain_cost_cola.csv, explain_cost_hatexplain.csv, expnet_plus_ablation.md, " \
            "expnet_plus_selection_cola.csv, expnet_plus_selection_hatexplain.csv, serving_load.csv." in document
 
 
-def test_marked_blocks_are_rewritten_in_place_and_the_rest_is_kept(reports, tmp_path):
+def test_marked_blocks_are_rewritten_in_place_and_a_block_without_its_table_is_refused(reports, tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- results:headline -->\nold table\n<!-- /results:headline -->\n"
-                      "<!-- results:serving_load -->\nkept: no serving report\n<!-- /results:serving_load -->\nend\n")
+    readme.write_text("intro\n<!-- results:headline -->\nold table\n<!-- /results:headline -->\nend\n")
     (reports / "afn").mkdir()
     (reports / "afn" / "rh_by_layer.png").write_bytes(b"png")
     (reports / "afn_report.md").write_text("# AFN report\n\n![R_H by layer](afn/rh_by_layer.png)\n")
@@ -100,28 +99,21 @@ def test_marked_blocks_are_rewritten_in_place_and_the_rest_is_kept(reports, tmp_
     assert written == [tmp_path / "images" / "afn_rh_by_layer.png", tmp_path / "results.md", readme]
     assert "![R_H by layer](images/afn_rh_by_layer.png)" in (tmp_path / "results.md").read_text()
     text = readme.read_text()
-    assert text.startswith("intro\n<!-- results:headline -->\n| held-out task |") and "old table" not in text
-    assert "kept: no serving report" in text and text.endswith("<!-- /results:serving_load -->\nend\n")
+    assert text.startswith("intro\n<!-- results:headline -->\n*From the `crosstask` run whose identity is unknown")
+    assert "\n\n| held-out task |" in text and "old table" not in text and text.endswith("<!-- /results:headline -->\nend\n")
     assert write_results(reports, None, [readme]) == [readme] and readme.read_text() == text  # idempotent
+    readme.write_text(text + "<!-- results:serving_load -->\nstale\n<!-- /results:serving_load -->\n")
+    with pytest.raises(ResultsError, match=r"README.md: block `serving_load` has no table in the reports read"):
+        write_results(reports, None, [readme])
 
 
-def test_a_rewrite_keeps_the_sections_this_run_has_no_report_for_and_marks_them(reports, tmp_path):
+def test_a_rewrite_keeps_no_section_of_the_document_it_replaces(reports, tmp_path):
     output = tmp_path / "results.md"
-    output.write_text("# Results\n\nold intro\n\n## Cross-task headline (`crosstask_metrics.csv`, "
-                      "`expnet_plus_ablation.csv`)\n\nold headline\n\n## AFN (`afn_report.md`)\n\nold afn table\n\n"
-                      "## Base size: all-mpnet-base-v2 (kept from an earlier run)\n\nold base table\n")
+    output.write_text("# Results\n\nold intro\n\n## AFN (`afn_report.md`)\n\nold afn table\n")
     write_results(reports, output, [])
     document = output.read_text()
-    assert "old intro" not in document and "old headline" not in document  # this run's own sections replace them
-    assert document.count("## Cross-task headline") == 1
-    assert "\n## AFN (`afn_report.md`) (kept from an earlier run)\n\nold afn table\n" in document
-    assert document.endswith("## Base size: all-mpnet-base-v2 (kept from an earlier run)\n\nold base table\n")
-    write_results(reports, output, [])
-    assert output.read_text() == document  # a second rewrite keeps them once, marked once
-    # a section this run writes replaces the kept one whatever its sources and dates in parentheses say
-    output.write_text(document.replace("## Cross-task headline (", "## Cross-task headline (older sources, "))
-    write_results(reports, output, [])
-    assert output.read_text() == document
+    assert "old intro" not in document and "old afn table" not in document and "## AFN" not in document
+    assert "afn_report.md" in document.splitlines()[-1]
 
 
 def test_bad_inputs_name_the_file(reports, tmp_path):
@@ -221,7 +213,7 @@ def test_the_students_section_reads_the_amortize_reports(reports):
     assert "## Amortized students" in document
     assert "| sst2 | student_gradient | 0.750 | 0.700 | 12 | yes |\n| sst2 | student_forward | 0.500 | 0.450 | 3 |  |" \
         in document  # every variant, from variants.csv
-    assert marked_blocks(read)["students"] == students_table(read.students)
+    assert marked_blocks(read)["students"].endswith("\n\n" + students_table(read.students))
     weaker = pd.read_csv(folder / "sst2_faithfulness.csv")
     weaker.loc[weaker["method"] == "student", "comprehensiveness"] = 0.28  # under 0.9 x the teacher's 0.32
     weaker.to_csv(folder / "sst2_faithfulness.csv", index=False)

@@ -237,3 +237,11 @@ def test_the_results_document_is_written_from_the_runs_reports(smoke_run, tmp_pa
             assert row in document and row in readme.read_text()
         assert (tmp_path / "images" / f"cost_{fold.removeprefix('heldout_')}.png").is_file()
     assert "## Where the time went" in document and "## Cost against plausibility" in document
+    # the run wrote its identity when it finished, and every section names the run by it
+    from learned_attribution.services.checkout import git_commit
+    from learned_attribution.services.record.runs import read_identities
+
+    run = read_identities(SMOKE / "08_reporting")["crosstask"]
+    assert run.commit == git_commit(Path(__file__).parent) and run.env == "smoke"
+    assert run.kernels == pd.read_csv(SMOKE / "08_reporting" / "node_timings" / "crosstask.csv")["kernels"].iloc[0]
+    assert document.count(f"*From the {run.label}.*") >= 8 and f"*From the {run.label}.*" in readme.read_text()

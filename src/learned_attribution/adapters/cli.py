@@ -28,6 +28,7 @@ from learned_attribution.core.tasks import FOLDS
 from learned_attribution.core.explainers.teacher import TEACHER_BUDGETS
 from learned_attribution.core.explainers.learned import EXPNET_PLUS
 from learned_attribution.services.bundle import CARD, DEFAULT_MODELS_DIR, STUDENT
+from learned_attribution.services.checkout import git_commit
 from learned_attribution.services.explain import FoldExplainer, StudentExplainer
 from learned_attribution.services.explanation import WORD_SPLITS
 
@@ -219,13 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
     suggest.add_argument("--max-length", type=int, help="subword tokens per text (default: the fold's, 128)")
     suggest.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
     suggest.set_defaults(run=suggest_command)
-    results = commands.add_parser("results", help="write docs/results.md and README's tables from a run's reports",
-                                  description="Every number from the reports a run wrote (results.py).")
-    results.add_argument("--reports", default="data/08_reporting", help="the run's reports folder "
-                                                                         "(default: data/08_reporting)")
-    results.add_argument("--base-reports", default="data/base_size/08_reporting",
-                         help="a base-size run's reports folder, its section written when it holds a finished run "
-                              "(default: data/base_size/08_reporting)")
+    results = commands.add_parser("results", help="write docs/results.md and README's tables from the record",
+                                  description="Every number from the committed record of the runs' reports "
+                                              "(results.py); `record add` puts a run's reports there.")
+    results.add_argument("--reports", default="docs/record/reports",
+                         help="the reports folder: the record's (default: docs/record/reports) or a run's own "
+                              "(data/08_reporting)")
+    results.add_argument("--base-reports", default="docs/record/base_size/reports",
+                         help="a base-size run's reports, its section written when they hold a finished run "
+                              "(default: docs/record/base_size/reports)")
     results.add_argument("--record", default="docs/record",
                          help="the committed record (every baseline on every example, the suggestion rules), each "
                               "section or block written when there (default: docs/record; 'none': left out)")
@@ -235,6 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "and docs/fewshot.md; "
                                                            "'none': no file)")
     results.set_defaults(run=results_command)
+    record = commands.add_parser("record", help="the committed record of the runs' reports (docs/record.md)")
+    record_commands = record.add_subparsers(dest="record_command", required=True)
+    add = record_commands.add_parser("add", help="copy a finished pipeline run's reports into the record, with the "
+                                                 "run's identity (commit, kernels, dates) and every file's checksum",
+                                     description="Replaces that pipeline's previous run in the record.")
+    add.add_argument("--pipeline", required=True, help="the pipeline whose run to record: crosstask, fewshot, ...")
+    add.add_argument("--reports", default="data/08_reporting", help="the run's reports folder "
+                                                                     "(default: data/08_reporting)")
+    add.add_argument("--record", default="docs/record/reports", help="the record's reports folder "
+                                                                     "(default: docs/record/reports)")
+    add.set_defaults(run=record_add_command)
     return parser
 
 
@@ -334,10 +348,10 @@ def log_student(args: argparse.Namespace, output: Path, bundle) -> str:
     client, uri = tracking_client(args.tracking_uri)
     guard = store.GuardedLogging(strict=True)
     params = {"classifier": str(args.classifier), "input": str(args.input), "teacher": json.dumps(bundle.card["teacher"], sort_keys=True)}
-    key = store.resume_key(f"fit:{output.resolve()}", "cli", store.git_commit(Path.cwd()), {}, {})
+    key = store.resume_key(f"fit:{output.resolve()}", "cli", git_commit(Path.cwd()), {}, {})
     run = TrackedRun.open(client, experiment(client, args.experiment), name=output.name, key=key, resume=False,
                           tags={}, params=params, raw_inputs=store.raw_file_inputs({"input": args.input}),
-                          commit=store.git_commit(Path.cwd()), guard=guard)
+                          commit=git_commit(Path.cwd()), guard=guard)
     logged = Logged(output.name, {}, None, args.experiment)
     try:
         tables = {"student_variants": bundle.tables["variants"],
@@ -355,13 +369,19 @@ def log_student(args: argparse.Namespace, output: Path, bundle) -> str:
 
 def results_command(args: argparse.Namespace) -> int:
     from learned_attribution.services.reporting.results import write_results  # matplotlib and the reports stack
-    from learned_attribution.services.tracking.store import git_commit
 
     readmes = args.readme or ["README.md", "benchmarks/README.md", "docs/fewshot.md"]
     readmes = [] if readmes == ["none"] else [r for r in readmes if r != "none"]
-    written = write_results(args.reports, args.output, readmes, commit=git_commit(Path.cwd()),
-                            base_reports=args.base_reports, record=None if args.record == "none" else args.record)
+    written = write_results(args.reports, args.output, readmes, base_reports=args.base_reports, record=None if args.record == "none" else args.record)
     print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
+    return 0
+
+
+def record_add_command(args: argparse.Namespace) -> int:
+    from learned_attribution.services.record.runs import add_run
+
+    run = add_run(args.reports, args.record, args.pipeline)
+    print(f"recorded the {run.label}: {len(run.files or {})} files in {args.record}", file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.core.data.modes import GOLD, in_mode, recomputed
+from learned_attribution.core.metrics.classification import CLASSIFICATION_METRICS, classification_intervals
 from learned_attribution.core.models.classifier import classification_metrics, fine_tune, seed_everything
 from learned_attribution.core.models.features import extract_attention_features, frame_token_ids
 from learned_attribution.core.models.loading import TrainedClassifier, load_encoder, load_tokenizer, new_classifier
@@ -23,7 +24,9 @@ from .config import ClassifierSettings, ComputeSettings, FeatureSettings
 
 logger = logging.getLogger(__name__)
 
-CLASSIFIER_METRIC_COLUMNS = ["task", "eval_set", "n", "accuracy", "macro_f1", "mcc"]
+# Each metric with its bootstrap 95% interval over examples (`<metric>_low`, `<metric>_high`).
+CLASSIFIER_METRIC_COLUMNS = ["task", "eval_set", "n", *CLASSIFICATION_METRICS,
+                             *(f"{metric}_{end}" for metric in CLASSIFICATION_METRICS for end in ("low", "high"))]
 EVALUATED_ROLES = ["classifier_test", "rationale_train", "rationale_val", "rationale_test"]
 
 
@@ -88,7 +91,8 @@ def predict_roles(classifier: TrainedClassifier, tokenized: pd.DataFrame, settin
     for role, group in evaluated.groupby("role", sort=False):
         eval_set = "test" if role == "classifier_test" else role
         rows.append({"task": task, "eval_set": eval_set, "n": len(group),
-                     **classification_metrics(group["label"], group["predicted"])})
+                     **classification_metrics(group["label"], group["predicted"]),
+                     **classification_intervals(group["label"], group["predicted"], seed=settings.training.seed)})
         if role.startswith("rationale"):
             logger.info("%s %s: %d of %d predicted correctly (explainer training keeps only these)",
                         task, role, int(group["correct"].sum()), len(group))

@@ -1,12 +1,17 @@
-"""Where the time of a `kedro run` went: every node's wall time, by stage, in a file of the pipeline's own."""
+"""Where the time of a `kedro run` went: every node's wall time, by stage, in a file of the pipeline's own; and
+which run it was (commit, kernels, start and end), the identity the record names its tables by."""
 from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from kedro.framework.hooks import hook_impl
+
+from learned_attribution.services.record.runs import run_identity
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +40,7 @@ class NodeTimingHook:
         self._namespaces: dict[str, str] = {}
         self._stage_of: dict[str, str] = {}
         self._started = time.perf_counter()
+        self._started_at = datetime.now(timezone.utc)
         self._kernels = ""
 
     @hook_impl
@@ -43,6 +49,7 @@ class NodeTimingHook:
 
         self._spans, self._namespaces, self._stage_of = {}, {}, {}
         self._started, self._kernels = time.perf_counter(), _kernels(catalog)
+        self._started_at = datetime.now(timezone.utc)
         for stage in STAGES:
             registered = pipelines.get(stage)
             for node in registered.nodes if registered is not None else []:
@@ -82,6 +89,17 @@ class NodeTimingHook:
         entry = f"node_timings_{pipeline_label(run_params)}"
         if entry in catalog:
             catalog.save(entry, timings)
+        entry = f"run_identity_{pipeline_label(run_params)}"
+        if entry in catalog:
+            partial = {name: run_params[name] for name in PARTIAL_RUN_PARAMETERS if run_params.get(name)}
+            catalog.save(entry, run_identity(pipeline_label(run_params), self._started_at, self._kernels,
+                                             Path(run_params.get("project_path") or Path.cwd()),
+                                             env=run_params.get("env") or "local", partial=partial))
+
+
+# The run parameters that make a run partial: it recomputed only some of the pipeline's outputs.
+PARTIAL_RUN_PARAMETERS = ("node_names", "from_nodes", "to_nodes", "from_inputs", "to_outputs", "tags", "namespaces",
+                          "only_missing_outputs")
 
 
 def _kernels(catalog) -> str:

@@ -16,6 +16,7 @@ from kedro.framework.hooks import hook_impl
 from learned_attribution.core.models.loading import PACKAGED_BASE_ENCODER
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 from learned_attribution.pipelines import data_processing
+from learned_attribution.services.checkout import git_commit
 from learned_attribution.services.config import RunParameters
 from learned_attribution.services.tracking import store
 from learned_attribution.services.tracking.run import TrackedRun, experiment, param_values, tracking_client
@@ -102,7 +103,7 @@ class MlflowRunsHook:
     def _open(self, client, run_params: dict[str, Any], pipeline, namespaces: list[str], parent: bool,
               resume: bool) -> bool:
         env = run_params.get("env") or "local"
-        commit = store.git_commit(Path.cwd())
+        commit = git_commit(Path.cwd())
         # The raw files a run derives from, hashed into its inputs: a fold's (and the parent's) the data processing
         # pipeline's raw files, whichever stages run; every run the raw and user files this pipeline reads.
         own = self._raw_files(pipeline.inputs())

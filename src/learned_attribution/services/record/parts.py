@@ -67,6 +67,11 @@ def source_digest(paths: Sequence[Path]) -> str:
     return hasher.hexdigest()[:16]
 
 
+def file_digest(path: Path) -> str:
+    """SHA-256 (hex) of a file's bytes: what a record keeps to refuse a table edited by hand."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def csv_bytes(rows: pd.DataFrame) -> bytes:
     """A part's table as the bytes it is stored as (4 significant decimals: a record is small)."""
     buffer = io.StringIO()
@@ -83,7 +88,7 @@ def finished(path: Path, fingerprint: str) -> bool:
     checksum its own)."""
     meta = read_meta(path)
     return meta is not None and meta.fingerprint == fingerprint and path.is_file() and \
-        hashlib.sha256(path.read_bytes()).hexdigest() == meta.sha256
+        file_digest(path) == meta.sha256
 
 
 def read_meta(path: Path) -> PartMeta | None:

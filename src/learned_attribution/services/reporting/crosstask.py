@@ -16,7 +16,7 @@ from learned_attribution.core.data.modes import GOLD, MODES, PREDICTED
 
 from ..evaluation.protocol import matched_baselines, mode_rows
 from .charts import ablation_chart
-from .tables import PAPER_REFERENCE, comparison, interval_text, markdown_table, table_lines
+from .tables import PAPER_REFERENCE, comparison, interval_text, markdown_table, table_lines, with_intervals
 
 
 @dataclass(frozen=True)
@@ -178,9 +178,13 @@ def by_prediction_table(metrics: pd.DataFrame) -> str:
 
 
 def classifier_table(classifier_metrics: pd.DataFrame) -> str:
-    shown = classifier_metrics[classifier_metrics["eval_set"].isin(["test", "rationale_test"])]
-    columns = [c for c in ("task", "eval_set", "n", "accuracy", "macro_f1", "mcc") if c in shown.columns]
-    return markdown_table(shown[columns].reset_index(drop=True))
+    """Markdown: each classifier on its test split and rationale test set, every metric with its bootstrap 95%
+    interval over examples."""
+    shown = classifier_metrics[classifier_metrics["eval_set"].isin(["test", "rationale_test"])].reset_index(drop=True)
+    if "accuracy_low" not in shown.columns:
+        raise ValueError("classifier_metrics.csv has no intervals (`accuracy_low`, ...): it was written before they "
+                         "were computed; rerun the classifiers' metrics (`kedro run --pipeline crosstask`)")
+    return markdown_table(with_intervals(shown, ("accuracy", "macro_f1", "mcc"), keys=("task", "eval_set", "n")))
 
 
 # The targets for the base-size classifiers (test split): CoLA MCC, SST-2 and HateXplain accuracy.

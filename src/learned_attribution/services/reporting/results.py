@@ -1,26 +1,28 @@
-"""The results record, written from a run's own reports: `docs/results.md` and README's headline table.
+"""The results, written from the committed record of the runs' reports: `docs/results.md` and the READMEs' blocks.
 
-    learned-attribution results                        # data/08_reporting -> docs/results.md + README's table
+    learned-attribution record add --pipeline crosstask   # a finished run's reports -> docs/record/reports
+    learned-attribution results                           # docs/record -> docs/results.md + the READMEs' blocks
     learned-attribution results --reports data/smoke/08_reporting --output /tmp/results.md --readme none
 
-Every number comes from a file the pipeline or a benchmark wrote under the reports folder
-(`crosstask_metrics.csv`, `classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`,
-`crosstask/explain_cost_<task>.csv`, `ablation/expnet_plus_selection_<task>.csv`, `node_timings/crosstask.csv`,
-`afn_report.md`, `fewshot.md`, `fewshot_summary.csv`, `benchmarks/*.csv`) and the committed record of every
-baseline on every example (docs/record/baselines, `services/record`); a report that is missing leaves its
-section out and the document says which. Nothing is typed in by hand, so the document is right for the machine and
-run it was generated from and is simply regenerated on another. Marked blocks (`<!-- results:NAME -->` ...
-`<!-- /results:NAME -->`) in README.md and benchmarks/README.md are rewritten in place with the same tables.
+Every number comes from a file a pipeline wrote under its reports folder (`crosstask_metrics.csv`,
+`classifier_metrics.csv`, `expnet_plus_ablation.{csv,md}`, `crosstask_summary.md`, `crosstask/explain_cost_<task>.csv`,
+`ablation/expnet_plus_selection_<task>.csv`, `node_timings/crosstask.csv`, `afn_report.md`, `fewshot.md`,
+`fewshot_summary.csv`, ...), kept in the record with the identity of the run that wrote it (services/record/runs.py),
+and from the record of every baseline on every example (docs/record/baselines). Each section and block names its run
+(commit, date, kernels: the run's, so regenerating gives the same text); one table never mixes two runs' reports
+(`Reports.source`), a comparison across runs is a table of its own and says so. A report that is missing leaves its
+section out and the document says which; a README block whose table is missing is an error. Marked blocks
+(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md, benchmarks/README.md and docs/fewshot.md are
+rewritten in place.
 
-Here: which reports a run has (`Reports`), the document's sections and the blocks a README embeds; the tables of
-what things cost are in `cost`, the in-place rewriting (kept sections, marked blocks) in `rewrite`.
+Here: which reports there are (`Reports`), the document's sections and the blocks a README embeds; the tables of
+what things cost are in `cost`, the in-place rewriting of marked blocks in `rewrite`.
 """
 from __future__ import annotations
 
 import json
 import re
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -37,9 +39,11 @@ from .crosstask import (by_prediction_table, classifier_comparison_table, classi
                         modes_table,
                         paper_comparison_table, shape_free_table, transfer_table)
 from .fewshot import fewshot_headline, suggestion_rules_block
-from .rewrite import ResultsError, fill_marked_blocks, keep_missing_sections
+from .rewrite import ResultsError, fill_marked_blocks
 from .selection_rules import track_record_section
+from ..record.parts import RecordError
 from ..record.report import read_record, record_section, record_table
+from ..record.runs import IDENTITY_FOLDER, RecordedRun, pipeline_of, read_identities, recorded_runs
 
 
 def _read(path: Path, reader: Callable[[Path], object], missing: list[str]):
@@ -50,10 +54,6 @@ def _read(path: Path, reader: Callable[[Path], object], missing: list[str]):
         return reader(path)
     except (OSError, ValueError) as error:
         raise ResultsError(f"{path}: cannot be read ({error})") from error
-
-
-def _file_time(path: Path) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
 
 
 @dataclass
@@ -82,6 +82,19 @@ class Reports:
     training_grid: str | None = None  # expnet_plus_training_grid.md: only an `ablation` run writes it
     record: str | None = None  # the committed record's section (`record_section`): only a `record` run writes it
     suggestion_rules: str | None = None  # docs/fewshot.md's block, from the record of benchmarks/suggestion_rules.py
+    runs: dict[str, RecordedRun] | None = None  # the identity of each pipeline's run (`runs/<pipeline>.json`)
+
+    def source(self, *names: str) -> str:
+        """The line naming the run that wrote the reports `names` (paths under the reports folder); ResultsError when
+        they come from different runs: a comparison across runs is a table of its own (`comparison_source`)."""
+        pipelines = sorted({str(pipeline_of(name)) for name in names})
+        if len(pipelines) != 1:
+            raise ResultsError(f"one table would mix the reports of the {' and '.join(pipelines)} runs "
+                               f"({', '.join(names)}): a comparison across runs is a table of its own")
+        run = (self.runs or {}).get(pipelines[0])
+        label = run.label if run is not None else (
+            f"`{pipelines[0]}` run whose identity is unknown (no {IDENTITY_FOLDER}/{pipelines[0]}.json in {self.folder})")
+        return f"*From the {label}.*"
 
     @classmethod
     def read(cls, folder: str | Path) -> "Reports":
@@ -104,7 +117,13 @@ class Reports:
         students = {task: {name: pd.read_csv(folder / "amortize" / f"{task}_{name}.csv") for name in STUDENT_TABLES}
                     for task in TASKS
                     if all((folder / "amortize" / f"{task}_{name}.csv").is_file() for name in STUDENT_TABLES)}
-        return cls(folder=folder, metrics=pd.read_csv(metrics_path),
+        try:
+            runs = read_identities(folder)
+            if any(run.files is not None for run in runs.values()):  # the record: every listed file checked
+                runs = recorded_runs(folder)
+        except RecordError as error:
+            raise ResultsError(str(error)) from error
+        return cls(folder=folder, metrics=pd.read_csv(metrics_path), runs=runs,
                    classifier_metrics=_read(folder / "classifier_metrics.csv", csv, missing),
                    ablation=_read(folder / "expnet_plus_ablation.csv", csv, missing),
                    ablation_page=_read(folder / "expnet_plus_ablation.md", text, missing),
@@ -131,8 +150,7 @@ def _demote(markdown: str, levels: int = 2) -> str:
 def base_size_section(reports: Reports, base: Reports) -> list[str]:
     """docs/results.md's base-size part: the base-size run's classifiers beside the default run's, its cross-task
     tables, its AFN report (layer 8 of 12) and the across-architecture rows of both runs."""
-    lines = [f"## Base size: all-mpnet-base-v2 (`{base.folder}`, written {_file_time(base.folder / 'crosstask_metrics.csv')})",
-             "", "The same protocol on the packaged 12-layer encoder (MPNet, 12 heads, hidden 768: the papers' scale; "
+    lines = [f"## Base size: all-mpnet-base-v2 (`{base.folder}`)", "", comparison_source(reports, base), "", "The same protocol on the packaged 12-layer encoder (MPNet, 12 heads, hidden 768: the papers' scale; "
              "`kedro run --pipeline crosstask --env base_size`, its caps in `conf/base_size/`).", ""]
     if reports.classifier_metrics is not None and base.classifier_metrics is not None:
         lines += ["### Classifiers (`classifier_metrics.csv` of both runs)", "",
@@ -166,19 +184,22 @@ def base_size_section(reports: Reports, base: Reports) -> list[str]:
     return lines
 
 
-def results_document(reports: Reports, commit: str | None = None, base: Reports | None = None) -> str:
-    """docs/results.md: every table of the run's reports, each section naming the file it comes from."""
-    folder = reports.folder
+def results_document(reports: Reports, base: Reports | None = None) -> str:
+    """docs/results.md: every table of the reports, each section naming the file it comes from and the run that
+    wrote it (`Reports.source`); the same reports give the same text, whenever it is regenerated."""
+    folder, source = reports.folder, reports.source
+    runs = sorted((reports.runs or {}).values(), key=lambda run: run.pipeline)
     lines = ["# Results", "",
-             f"Generated by `learned-attribution results` from the reports in `{folder}` (crosstask metrics written "
-             f"{_file_time(folder / 'crosstask_metrics.csv')}{f', generated at commit {commit[:12]}' if commit else ''}). "
-             "Do not edit by hand: rerun the command after a run. Intervals are bootstrap 95% over examples; AUROC is "
+             f"Generated by `learned-attribution results` from the reports in `{folder}`"
+             f"{' and the record of every baseline on every example' if reports.record is not None else ''}. "
+             "Do not edit by hand: regenerate it. Intervals are bootstrap 95% over examples; AUROC is "
              "per example, F1 at the matched top-k budget (k = round(rho x n), rho the training tasks' rationale "
              "density); \"best baseline\" is among the methods run on every example.", "",
-             "## Cross-task headline (`crosstask_metrics.csv`)", "",
+             *(["The runs these tables come from:", "", *(f"- the {run.label}" for run in runs), ""] if runs else []),
+             "## Cross-task headline (`crosstask_metrics.csv`)", "", source("crosstask_metrics.csv"), "",
              headline_table(reports.metrics), "",
              *(["## Shape-free variants beside the main job's recipe (`expnet_plus_ablation.csv`: `kedro run "
-                "--pipeline ablation`)", "",
+                "--pipeline ablation`)", "", source("expnet_plus_ablation.csv"), "",
                 "A shape-free variant reads no per-layer or per-head column, so it explains a classifier of any supported "
                 "family and shape; each fold keeps one (`crosstask.expnet_plus.shape_free`) for such classifiers. Scored "
                 "here on the fold's own classifier: the cost of crossing architectures on the same architecture.", "",
@@ -186,6 +207,7 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
                if reports.ablation is not None and "main_recipe" in reports.ablation else []),
              *(["## Selection rules, their track record (`ablation/expnet_plus_selection_<task>.csv`, "
                 "`expnet_plus_ablation.csv`: `kedro run --pipeline ablation`)", "",
+                source("expnet_plus_ablation.csv", *(f"ablation/expnet_plus_selection_{task}.csv" for task in TASKS)), "",
                 "How well each rule's score of the ExpNet+ candidates predicts their held-out AUROC, per fold: "
                 "`mean_validation` (the mean over the training directions, the rule the ablation's `selected` "
                 "applies), "
@@ -195,10 +217,11 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
                 track_record_section(reports.ablation, reports.selections), ""]
                if reports.ablation is not None and reports.selections else []),
              "## The paper's claim at this scale (`crosstask_metrics.csv`; the paper's numbers are bert-base)", "",
-             paper_comparison_table(reports.metrics), "",
+             source("crosstask_metrics.csv"), "", paper_comparison_table(reports.metrics), "",
              "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",
-             by_prediction_table(reports.metrics), "",
-             "## Predicted and gold mode (`crosstask_metrics.csv`, column `mode`)", "",
+             source("crosstask_metrics.csv"), "", by_prediction_table(reports.metrics), "",
+             "## Predicted and gold mode (`crosstask_metrics.csv`, column `mode`)", "", source("crosstask_metrics.csv"),
+             "",
              "Predicted mode explains each example's predicted class (every table above); gold mode explains the "
              "class its human rationale supports, so on a mispredicted example it asks what the rationale marks. "
              "The two are one explanation on a correct example (the paper's protocol keeps only those). The best "
@@ -206,20 +229,26 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
              "occlusion, LIME and KernelSHAP run on a sample only.", "",
              modes_table(reports.metrics), "",
              *(["## Every baseline on every example (`docs/record/baselines`: `kedro run --pipeline record`)", "",
+                "*From the record's parts (docs/record/baselines), each keyed to the classifier weights, examples, "
+                "code and kernels it was computed with (docs/record.md).*", "",
                 "The four methods the main job runs on a seeded sample only, run on every scored example of every "
                 "fold in both modes and committed as per-example metric rows (docs/record.md); ExpNet+ from the main "
                 "job's own rows (`main_job` parts). ExpNet+ minus it: paired AUROC difference on the same examples. "
                 "Coverage below 100% is a record still being computed.", "",
                 reports.record, ""] if reports.record is not None else []),
              *(["## What ExpNet+ trains on (`expnet_plus_training_grid.md`: `kedro run --pipeline ablation`)", "",
+                source("expnet_plus_training_grid.md"), "",
                 _demote(reports.training_grid.strip().split("\n", 1)[1].strip(), 1), ""]
                if reports.training_grid is not None else [])]
     if reports.fewshot is not None:
         lines += ["## Few-shot in-task (`fewshot.md`, `fewshot_summary.csv`: `kedro run --pipeline fewshot`)", "",
-                  "Chart: [few-shot curves](images/fewshot.png)", "",
+                  source("fewshot.md", "fewshot_summary.csv"), "",
+                  *(["Chart: [few-shot curves](images/fewshot.png)", ""] if (folder / "fewshot.png").is_file() else []),
                   _demote(reports.fewshot.strip().split("\n", 1)[1].strip(), 1), ""]
     if reports.students:
+        tables = [f"amortize/{task}_{name}.csv" for task in reports.students for name in STUDENT_TABLES]
         lines += ["## Amortized students (`amortize/<task>_*.csv`: `kedro run --pipeline amortize`)", "",
+                  source(*tables), "",
                   "Per task classifier, a one-pass student trained on its teacher's attributions of the task's "
                   "unlabeled training texts (docs/amortize.md): fidelity, faithfulness and throughput on further "
                   "held-out texts, AUROC on the rationale test set at the fold's matched budget.", "",
@@ -231,43 +260,56 @@ def results_document(reports: Reports, commit: str | None = None, base: Reports 
                           if (folder / "amortize" / f"{kind}_{task}.png").is_file())
         lines += [f"Charts (every method of the fold and the student): {charts}", ""] if charts else []
     if reports.classifier_metrics is not None:
-        lines += ["## Classifiers (`classifier_metrics.csv`)", "", classifier_table(reports.classifier_metrics), ""]
+        lines += ["## Classifiers (`classifier_metrics.csv`)", "", source("classifier_metrics.csv"), "",
+                  classifier_table(reports.classifier_metrics), ""]
     if reports.costs:
         charts = " ".join(f"[{task}](images/cost_{task}.png)" for task in reports.costs
                           if (folder / "crosstask" / f"cost_{task}.png").is_file())
         lines += ["## Cost against plausibility (`crosstask/explain_cost_<task>.csv`: one timed pass in the fold)", "",
-                  pareto_table(reports.metrics, reports.costs), "", *([f"Charts: {charts}", ""] if charts else [])]
+                  source("crosstask_metrics.csv", *(f"crosstask/explain_cost_{task}.csv" for task in reports.costs)),
+                  "", pareto_table(reports.metrics, reports.costs), "",
+                  *([f"Charts: {charts}", ""] if charts else [])]
     if reports.timings is not None:
         lines += ["## Where the time went (`node_timings/crosstask.csv`, the main job's last `kedro run`)", "",
-                  stage_table(reports.timings), ""]
+                  source("node_timings/crosstask.csv"), "", stage_table(reports.timings), ""]
     if reports.throughput is not None:
         lines += ["## Cost of each method (`benchmarks/attribution_throughput.csv`)", "",
                   throughput_table(reports.throughput), ""]
     if reports.serving is not None:
         lines += ["## Served model under load (`benchmarks/serving_load.csv`)", "", serving_table(reports.serving), ""]
-    for title, page in (("Per-fold summary (`crosstask_summary.md`)", reports.summary),
-                        ("ExpNet+ ablation (`expnet_plus_ablation.md`)", reports.ablation_page),
-                        ("AFN (`afn_report.md`)", reports.afn)):
+    for title, page, name in (("Per-fold summary (`crosstask_summary.md`)", reports.summary, "crosstask_summary.md"),
+                              ("ExpNet+ ablation (`expnet_plus_ablation.md`)", reports.ablation_page,
+                               "expnet_plus_ablation.md"),
+                              ("AFN (`afn_report.md`)", reports.afn, "afn_report.md")):
         if page is not None:
             # The AFN report links its plots beside it (afn/<plot>.png); write_results copies them to images/.
-            lines += [f"## {title}", "", _demote(page.strip()).replace("](afn/", "](images/afn_"), ""]
+            lines += [f"## {title}", "", source(name), "", _demote(page.strip()).replace("](afn/", "](images/afn_"), ""]
     if base is not None:
         lines += base_size_section(reports, base)
     if reports.missing:
-        lines += [f"Not in this run's reports (sections left out, or kept from an earlier run below): "
-                  f"{', '.join(sorted(reports.missing))}.", ""]
+        lines += [f"Not in these reports (their sections left out): {', '.join(sorted(reports.missing))}.", ""]
     return "\n".join(lines)
+
+
+def comparison_source(reports: Reports, base: Reports) -> str:
+    """The line naming both runs of a table that compares them."""
+    def label(run_reports: Reports) -> str:
+        run = (run_reports.runs or {}).get("crosstask")
+        return run.label if run is not None else f"run whose identity is unknown (`{run_reports.folder}`)"
+    return f"*A comparison across two runs: the {label(reports)} (`{reports.folder}`) and the {label(base)} " \
+           f"(`{base.folder}`).*"
 
 
 def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
     """The tables a README may embed, by marker name."""
-    blocks = {"headline": headline_table(reports.metrics)}
+    blocks = {"headline": f"{reports.source('crosstask_metrics.csv')}\n\n{headline_table(reports.metrics)}"}
     if reports.students:
-        blocks["students"] = students_table(reports.students)
+        tables = [f"amortize/{task}_{name}.csv" for task in reports.students for name in STUDENT_TABLES]
+        blocks["students"] = f"{reports.source(*tables)}\n\n{students_table(reports.students)}"
     if reports.fewshot_summary is not None:
-        blocks["fewshot"] = fewshot_headline(reports.fewshot_summary)
+        blocks["fewshot"] = f"{reports.source('fewshot_summary.csv')}\n\n{fewshot_headline(reports.fewshot_summary)}"
     if base is not None:
-        parts = []
+        parts = [comparison_source(reports, base), ""]
         if reports.classifier_metrics is not None and base.classifier_metrics is not None:
             parts += [classifier_comparison_table(reports.classifier_metrics, base.classifier_metrics), ""]
         parts += [headline_table(base.metrics)]
@@ -286,12 +328,11 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
 
 
 def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
-                  commit: str | None = None, base_reports: str | Path | None = None,
-                  record: str | Path | None = None) -> list[Path]:
+                  base_reports: str | Path | None = None, record: str | Path | None = None) -> list[Path]:
     """Write the results document to `output` (with the folds' cost charts and the AFN plots in `images/` beside
-    it; the sections of the document it replaces that this run has no report for are kept, marked:
-    `keep_missing_sections`) and fill the marked blocks of each README; with `base_reports` (a base-size run's
-    reports folder, used when it holds a finished run) the base-size section too. Returns what was written."""
+    it) and fill the marked blocks of each README; with `base_reports` (a base-size run's reports folder, used when
+    it holds a finished run) the base-size section too. A section without its report is left out and the document
+    says which; a README block without its table is an error. Returns what was written."""
     reports = Reports.read(reports_folder)
     if record is not None and (Path(record) / "baselines").is_dir():
         rows, parts = read_record(Path(record) / "baselines")
@@ -316,10 +357,7 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
                 (output.parent / "images").mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(chart, output.parent / "images" / name)
                 written.append(output.parent / "images" / name)
-        document = results_document(reports, commit, base)
-        if output.is_file():
-            document = keep_missing_sections(document, output.read_text())
-        write_text_atomically(output, document)
+        write_text_atomically(output, results_document(reports, base))
         written.append(output)
     blocks = marked_blocks(reports, base)
     for readme in readmes:

@@ -226,15 +226,6 @@ class GuardedLogging:
             return None
 
 
-def git_commit(folder: str | Path = ".") -> str | None:
-    """The checked-out commit of the project, or None outside a git checkout."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def file_sha256(path: str | Path) -> str:
 
     digest = hashlib.sha256()
