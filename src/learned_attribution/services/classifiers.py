@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from learned_attribution.core.data.modes import GOLD, in_mode, recomputed
-from learned_attribution.core.metrics.classification import CLASSIFICATION_METRICS, classification_intervals
+from learned_attribution.core.models.classifier import CLASSIFICATION_METRICS, classification_intervals
 from learned_attribution.core.models.classifier import classification_metrics, fine_tune, seed_everything
 from learned_attribution.core.models.features import extract_attention_features, frame_token_ids
 from learned_attribution.core.models.loading import TrainedClassifier, load_encoder, load_tokenizer, new_classifier

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import socket
-import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path

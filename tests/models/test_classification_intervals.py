@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, matthews_corrcoef
 
-from learned_attribution.core.metrics.classification import classification_intervals, confusion_metrics
+from learned_attribution.core.models.classifier import classification_intervals, confusion_metrics
 
 
 @pytest.mark.parametrize("classes", [2, 3])
