@@ -99,21 +99,24 @@ def test_a_partial_run_says_so(tmp_path):
     assert "resumed or partial (only_missing_outputs)" in RecordedRun.from_json(tmp_path / "r.json").label
 
 
-def test_the_identity_names_the_checkout_commit_and_its_changes(tmp_path):
+def test_the_identity_names_the_checkout_commit_and_changes_to_its_code(tmp_path):
     def git(*args):
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
     git("init", "-q")
-    (tmp_path / "a.txt").write_text("a")
-    git("add", "a.txt")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "code.py").write_text("a")
+    (tmp_path / "notes.md").write_text("a")
+    git("add", "src/code.py", "notes.md")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     clean = run_identity("crosstask", started, "k", tmp_path, partial={"node_names": ["x"]})
     assert clean["commit"] == head and clean["tracked_files_changed"] is False
     assert clean["started"] == "2026-01-02T03:04:05Z" and clean["partial"] == {"node_names": ["x"]}
-    (tmp_path / "untracked.txt").write_text("u")
+    (tmp_path / "src" / "untracked.py").write_text("u")
+    (tmp_path / "notes.md").write_text("docs do not change what a run computes")
     assert run_identity("crosstask", started, "k", tmp_path)["tracked_files_changed"] is False
-    (tmp_path / "a.txt").write_text("changed")
+    (tmp_path / "src" / "code.py").write_text("changed")
     assert run_identity("crosstask", started, "k", tmp_path)["tracked_files_changed"] is True
     outside = run_identity("crosstask", started, "k", tmp_path / "nowhere")
     assert outside["commit"] is None

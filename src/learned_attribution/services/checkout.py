@@ -14,11 +14,11 @@ def git_commit(folder: str | Path = ".") -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def tracked_files_changed(folder: str | Path = ".") -> bool | None:
-    """Whether the checkout's tracked files differ from its commit (untracked files do not count), or None outside
-    a git checkout."""
+def tracked_files_changed(folder: str | Path = ".", paths: tuple[str, ...] = ()) -> bool | None:
+    """Whether the checkout's tracked files (those under `paths`, when given) differ from its commit (untracked
+    files do not count), or None outside a git checkout."""
     try:
-        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=folder,
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *paths], cwd=folder,
                               capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None

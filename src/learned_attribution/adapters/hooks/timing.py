@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 from kedro.framework.hooks import hook_impl
 
-from learned_attribution.services.record.runs import run_identity
+from learned_attribution.services.record.runs import finished_now, run_identity
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ class NodeTimingHook:
         self._namespaces: dict[str, str] = {}
         self._stage_of: dict[str, str] = {}
         self._started = time.perf_counter()
-        self._started_at = datetime.now(timezone.utc)
         self._kernels = ""
+        self._identity: dict | None = None
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
@@ -49,7 +49,11 @@ class NodeTimingHook:
 
         self._spans, self._namespaces, self._stage_of = {}, {}, {}
         self._started, self._kernels = time.perf_counter(), _kernels(catalog)
-        self._started_at = datetime.now(timezone.utc)
+        partial = {name: run_params[name] for name in PARTIAL_RUN_PARAMETERS if run_params.get(name)}
+        # taken at the start: the commit whose code the run loads, whatever is committed while it runs
+        self._identity = run_identity(pipeline_label(run_params), datetime.now(timezone.utc), self._kernels,
+                                      Path(run_params.get("project_path") or Path.cwd()),
+                                      env=run_params.get("env") or "local", partial=partial)
         for stage in STAGES:
             registered = pipelines.get(stage)
             for node in registered.nodes if registered is not None else []:
@@ -90,11 +94,8 @@ class NodeTimingHook:
         if entry in catalog:
             catalog.save(entry, timings)
         entry = f"run_identity_{pipeline_label(run_params)}"
-        if entry in catalog:
-            partial = {name: run_params[name] for name in PARTIAL_RUN_PARAMETERS if run_params.get(name)}
-            catalog.save(entry, run_identity(pipeline_label(run_params), self._started_at, self._kernels,
-                                             Path(run_params.get("project_path") or Path.cwd()),
-                                             env=run_params.get("env") or "local", partial=partial))
+        if entry in catalog and self._identity is not None:
+            catalog.save(entry, {**self._identity, "finished": finished_now()})
 
 
 # The run parameters that make a run partial: it recomputed only some of the pipeline's outputs.

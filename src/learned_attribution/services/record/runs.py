@@ -39,19 +39,23 @@ RECORDED_REPORTS: dict[str, tuple[str, ...]] = {
     "amortize": ("amortize.md", "amortize/*.csv", "amortize/*.md", "amortize/*.png", "node_timings/amortize.csv"),
     "transfer": ("transfer.md", "transfer_metrics.csv", "node_timings/transfer.csv"),
 }
-IDENTITY_FOLDER = "runs"  # runs/<pipeline>.json, in a reports folder and in the record alike
+IDENTITY_FOLDER = "runs"
+RUN_SOURCES = ("src", "conf", "pyproject.toml")  # what a run's numbers depend on in the checkout (docs do not count)  # runs/<pipeline>.json, in a reports folder and in the record alike
 
 
 def run_identity(pipeline: str, started_at: datetime, kernels: str, project: Path, env: str = "local",
                  partial: Mapping[str, Any] | None = None) -> dict:
-    """Which run wrote a set of reports, as a run writes it when it finishes (`runs/<pipeline>.json`): its pipeline
-    (or benchmark), Kedro env, git commit and whether tracked files had changes, start and end (UTC), kernels, and
-    what made it partial (`--nodes`, `--only-missing-outputs`, ...)."""
+    """Which run writes a set of reports, taken when it starts (the code it loads): its pipeline, Kedro env, git
+    commit and whether the code or configuration (src/, conf/, pyproject.toml) differed from it, start (UTC),
+    kernels, and what makes it partial (`--nodes`, `--only-missing-outputs`, ...). `finished` is set when it ends."""
     return {"pipeline": pipeline, "env": env, "commit": git_commit(project),
-            "tracked_files_changed": tracked_files_changed(project),
-            "started": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "finished": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "kernels": kernels,
+            "tracked_files_changed": tracked_files_changed(project, RUN_SOURCES),
+            "started": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "finished": None, "kernels": kernels,
             "partial": dict(partial or {})}
+
+
+def finished_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pipeline_of(path: str) -> str | None:
