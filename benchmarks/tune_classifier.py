@@ -11,7 +11,7 @@ for studying decision thresholds without touching the test split).
         --config lr=5e-5,batch_size=16,epochs=4 --config lr=1e-4,epochs=5
 
 Besides the pipeline's classifier parameters, a configuration may try three changes that the pipeline
-does not make (tried for CoLA; none helped there, see benchmarks/README.md):
+does not make (tried for CoLA, on validation; none was adopted: docs/choices.md, "Classifiers"):
 `reinit_top_layers=k` re-initialises the top k encoder layers before fine-tuning (Zhang et al. 2021,
 "Revisiting few-sample BERT fine-tuning"), `keep_layers=k` keeps only the first k encoder layers, and
 `synthetic_negatives=f` adds, for a seeded fraction f of the acceptable (label 1) training sentences, a

@@ -92,7 +92,7 @@ class BundleExplainer:
         # Explaining hooks the one classifier's modules and toggles its weights' requires_grad (core/models/signals.py,
         # core/explainers/attention.py): two explanations at once would see each other's hooks and flags. Calls from
         # several threads (a served model answers requests on parallel threads) therefore take turns; torch
-        # already spreads one batch over the cores, so little throughput is lost (benchmarks/README.md).
+        # already spreads one batch over the cores, so little throughput is lost (benchmarks/serving_load.py measures it).
         self._model_lock = threading.Lock()
 
     def _checked_max_length(self, max_length: int | None, default: int) -> int:

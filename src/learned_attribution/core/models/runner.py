@@ -52,7 +52,7 @@ def bf16_native(device: torch.device) -> bool:
     """Whether bf16 autocast is native (and so worth it) on `device`: CUDA with bf16 support, or a CPU with
     AVX512-BF16 / AMX whose AVX-512 kernels torch and oneDNN are allowed to use (`ATEN_CPU_CAPABILITY=avx2` or
     `ONEDNN_MAX_CPU_ISA=AVX2`, the slow kind's kernels, make it emulated). Elsewhere it is emulated and several times
-    slower than fp32 (benchmarks/README.md)."""
+    slower than fp32 (benchmarks/bf16_autocast.py measures it)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type != "cpu":

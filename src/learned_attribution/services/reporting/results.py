@@ -12,7 +12,7 @@ and from the record of every baseline on every example (docs/record/baselines). 
 (commit, date, kernels: the run's, so regenerating gives the same text); one table never mixes two runs' reports
 (`Reports.source`), a comparison across runs is a table of its own and says so. A report that is missing leaves its
 section out and the document says which; a README block whose table is missing is an error. Marked blocks
-(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md, benchmarks/README.md and docs/fewshot.md are
+(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and docs/fewshot.md are
 rewritten in place.
 
 Here: which reports there are (`Reports`), the document's sections and the blocks a README embeds; the tables of
