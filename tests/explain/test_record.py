@@ -11,6 +11,7 @@ import sys
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -140,3 +141,22 @@ def test_a_second_run_at_once_refuses_naming_the_first(tmp_path):
     with pytest.raises(RecordBusy):  # and within one process, a second holder is refused too
         with record_lock(tmp_path, "one"), record_lock(tmp_path, "two"):
             pass
+
+
+def test_the_coverage_line_counts_a_fold_without_rows_as_none_and_the_summary_shows_each_difference():
+    from learned_attribution.services.record.report import TABLE_COLUMNS, coverage_line, record_summary
+
+    def row(task, mode, method, coverage, diff=np.nan):
+        return {**dict.fromkeys(TABLE_COLUMNS, np.nan), "task": task, "mode": mode, "method": method,
+                "coverage": coverage, "auroc": 0.8, "auroc_low": 0.7, "auroc_high": 0.9, "expnet_plus_minus_auroc": diff,
+                "expnet_plus_minus_auroc_low": diff - 0.01, "expnet_plus_minus_auroc_high": diff + 0.01}
+    table = pd.DataFrame([row(task, mode, "expnet_plus", 1.0) for task in ("a", "b") for mode in ("predicted", "gold")]
+                         + [row("a", mode, "lime", 1.0, 0.1) for mode in ("predicted", "gold")]
+                         + [row("b", "predicted", "lime", 0.5, 0.2)])
+    assert coverage_line(table) == ("Methods on every example of all 2 folds in both modes: 1 of 2 "
+                                    "(below 100%: lime 0%).")
+    parts = pd.DataFrame([{"task": "a", "method": "lime", "explanations": 10, "seconds": 1.0, "kernels": "k"}])
+    summary = record_summary(table, parts).splitlines()
+    assert summary[0] == "| fold | mode | ExpNet+ AUROC | minus lime |"
+    assert summary[2] == "| a | predicted | 0.800 [0.700, 0.900] | +0.100 [+0.090, +0.110] (100%) |"
+    assert summary[5] == "| b | gold | 0.800 [0.700, 0.900] |  |"

@@ -42,8 +42,12 @@ from .fewshot import fewshot_headline, suggestion_rules_block
 from .rewrite import ResultsError, fill_marked_blocks
 from .selection_rules import track_record_section
 from ..record.parts import RecordError
-from ..record.report import read_record, record_section, record_table
+from ..record.report import read_record, record_section, record_summary, record_table
 from ..record.runs import IDENTITY_FOLDER, RecordedRun, pipeline_of, read_identities, recorded_runs
+
+
+RECORD_SOURCE = ("*From the record's parts (docs/record/baselines), each keyed to the classifier weights, examples, "
+                 "code and kernels it was computed with (docs/record.md).*")
 
 
 def _read(path: Path, reader: Callable[[Path], object], missing: list[str]):
@@ -81,6 +85,7 @@ class Reports:
     fewshot_summary: pd.DataFrame | None = None
     training_grid: str | None = None  # expnet_plus_training_grid.md: only an `ablation` run writes it
     record: str | None = None  # the committed record's section (`record_section`): only a `record` run writes it
+    record_summary: str | None = None  # README's table of it (`record_summary`)
     suggestion_rules: str | None = None  # docs/fewshot.md's block, from the record of benchmarks/suggestion_rules.py
     runs: dict[str, RecordedRun] | None = None  # the identity of each pipeline's run (`runs/<pipeline>.json`)
 
@@ -229,8 +234,7 @@ def results_document(reports: Reports, base: Reports | None = None) -> str:
              "occlusion, LIME and KernelSHAP run on a sample only.", "",
              modes_table(reports.metrics), "",
              *(["## Every baseline on every example (`docs/record/baselines`: `kedro run --pipeline record`)", "",
-                "*From the record's parts (docs/record/baselines), each keyed to the classifier weights, examples, "
-                "code and kernels it was computed with (docs/record.md).*", "",
+                RECORD_SOURCE, "",
                 "The four methods the main job runs on a seeded sample only, run on every scored example of every "
                 "fold in both modes and committed as per-example metric rows (docs/record.md); ExpNet+ from the main "
                 "job's own rows (`main_job` parts). ExpNet+ minus it: paired AUROC difference on the same examples. "
@@ -324,6 +328,8 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
         blocks["serving_load"] = serving_table(reports.serving)
     if reports.suggestion_rules is not None:
         blocks["suggestion_rules"] = reports.suggestion_rules
+    if reports.record_summary is not None:
+        blocks["record"] = f"{RECORD_SOURCE}\n\n{reports.record_summary}"
     return blocks
 
 
@@ -336,7 +342,8 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
     reports = Reports.read(reports_folder)
     if record is not None and (Path(record) / "baselines").is_dir():
         rows, parts = read_record(Path(record) / "baselines")
-        reports.record = record_section(record_table(rows, parts), parts)
+        table = record_table(rows, parts)
+        reports.record, reports.record_summary = record_section(table, parts), record_summary(table, parts)
     if record is not None and (Path(record) / "suggestion_rules_choice.csv").is_file():
         reports.suggestion_rules = suggestion_rules_block(pd.read_csv(Path(record) / "suggestion_rules.csv"),
                                                           pd.read_csv(Path(record) / "suggestion_rules_choice.csv"))
