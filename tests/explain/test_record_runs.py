@@ -49,7 +49,8 @@ def test_a_run_is_recorded_with_its_identity_and_checksums_and_named_by_it(run_r
     assert run.label == ("`crosstask` run of 2026-01-02 04:05 UTC at commit 0123456789ab; torch CPU capability AVX2, "
                          "oneDNN ISA AVX2, bf16 autocast off")
     block = marked_blocks(Reports.read(record))["headline"]
-    assert block.startswith(f"*From the {run.label}.*\n\n| held-out task |")
+    assert block.startswith(f"*From the {run.label}.* ExpNet+'s recipe was chosen after held-out")
+    assert "not untouched test numbers.\n\n| held-out task |" in block
 
 
 def test_the_next_run_of_a_pipeline_replaces_the_previous_one_whole(run_reports, tmp_path):

@@ -46,6 +46,9 @@ from ..record.report import read_record, record_section, record_summary, record_
 from ..record.runs import IDENTITY_FOLDER, RecordedRun, pipeline_of, read_identities, recorded_runs
 
 
+# Beside every number of ExpNet+ on the held-out folds: its recipe was chosen after held-out results were seen.
+RECIPE_CAVEAT = ("ExpNet+'s recipe was chosen after held-out ablation results were seen (docs/choices.md, \"What each "
+                 "choice of the main job was made on\"): its held-out numbers are not untouched test numbers.")
 RECORD_SOURCE = ("*From the record's parts (docs/record/baselines), each keyed to the classifier weights, examples, "
                  "code and kernels it was computed with (docs/record.md).*")
 
@@ -202,6 +205,7 @@ def results_document(reports: Reports, base: Reports | None = None) -> str:
              "density); \"best baseline\" is among the methods run on every example.", "",
              *(["The runs these tables come from:", "", *(f"- the {run.label}" for run in runs), ""] if runs else []),
              "## Cross-task headline (`crosstask_metrics.csv`)", "", source("crosstask_metrics.csv"), "",
+             RECIPE_CAVEAT, "",
              headline_table(reports.metrics), "",
              *(["## Shape-free variants beside the main job's recipe (`expnet_plus_ablation.csv`: `kedro run "
                 "--pipeline ablation`)", "", source("expnet_plus_ablation.csv"), "",
@@ -222,11 +226,11 @@ def results_document(reports: Reports, base: Reports | None = None) -> str:
                 track_record_section(reports.ablation, reports.selections), ""]
                if reports.ablation is not None and reports.selections else []),
              "## The paper's claim at this scale (`crosstask_metrics.csv`; the paper's numbers are bert-base)", "",
-             source("crosstask_metrics.csv"), "", paper_comparison_table(reports.metrics), "",
+             source("crosstask_metrics.csv"), "", RECIPE_CAVEAT, "", paper_comparison_table(reports.metrics), "",
              "## By prediction (`crosstask_metrics.csv`, subsets `correct` / `incorrect`)", "",
-             source("crosstask_metrics.csv"), "", by_prediction_table(reports.metrics), "",
+             source("crosstask_metrics.csv"), "", RECIPE_CAVEAT, "", by_prediction_table(reports.metrics), "",
              "## Predicted and gold mode (`crosstask_metrics.csv`, column `mode`)", "", source("crosstask_metrics.csv"),
-             "",
+             "", RECIPE_CAVEAT, "",
              "Predicted mode explains each example's predicted class (every table above); gold mode explains the "
              "class its human rationale supports, so on a mispredicted example it asks what the rationale marks. "
              "The two are one explanation on a correct example (the paper's protocol keeps only those). The best "
@@ -234,7 +238,7 @@ def results_document(reports: Reports, base: Reports | None = None) -> str:
              "occlusion, LIME and KernelSHAP run on a sample only.", "",
              modes_table(reports.metrics), "",
              *(["## Every baseline on every example (`docs/record/baselines`: `kedro run --pipeline record`)", "",
-                RECORD_SOURCE, "",
+                RECORD_SOURCE, "", RECIPE_CAVEAT, "",
                 "The four methods the main job runs on a seeded sample only, run on every scored example of every "
                 "fold in both modes and committed as per-example metric rows (docs/record.md); ExpNet+ from the main "
                 "job's own rows (`main_job` parts). ExpNet+ minus it: paired AUROC difference on the same examples. "
@@ -306,7 +310,8 @@ def comparison_source(reports: Reports, base: Reports) -> str:
 
 def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
     """The tables a README may embed, by marker name."""
-    blocks = {"headline": f"{reports.source('crosstask_metrics.csv')}\n\n{headline_table(reports.metrics)}"}
+    blocks = {"headline": f"{reports.source('crosstask_metrics.csv')} {RECIPE_CAVEAT}\n\n"
+                          f"{headline_table(reports.metrics)}"}
     if reports.students:
         tables = [f"amortize/{task}_{name}.csv" for task in reports.students for name in STUDENT_TABLES]
         blocks["students"] = f"{reports.source(*tables)}\n\n{students_table(reports.students)}"
@@ -329,7 +334,7 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
     if reports.suggestion_rules is not None:
         blocks["suggestion_rules"] = reports.suggestion_rules
     if reports.record_summary is not None:
-        blocks["record"] = f"{RECORD_SOURCE}\n\n{reports.record_summary}"
+        blocks["record"] = f"{RECORD_SOURCE} {RECIPE_CAVEAT}\n\n{reports.record_summary}"
     return blocks
 
 
