@@ -34,11 +34,18 @@ and suggestion_rules_choice.csv (per rule: the mean paired gains, their standard
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
+
+from learned_attribution.core.atomic import write_text_atomically
+from learned_attribution.core.models.runner import kernels_description
+from learned_attribution.services.record.runs import finished_now, run_identity
 
 from learned_attribution.core.models.learned import transformed_rows
 from learned_attribution.core.models.learned.fewshot import fine_tune
@@ -176,6 +183,9 @@ def main(argv=None) -> pd.DataFrame:
 
     bootstrap_project(ROOT)
     args.output_dir.mkdir(parents=True, exist_ok=True)
+    identity = run_identity("suggestion_rules", datetime.now(timezone.utc), kernels_description(torch.device("cpu"),
+                                                                                                 False), ROOT,
+                            env=args.env or "local")
     rows: list[dict] = []
     with KedroSession.create(project_path=ROOT, env=args.env) as session:
         context = session.load_context()
@@ -188,6 +198,9 @@ def main(argv=None) -> pd.DataFrame:
     table.to_csv(args.output_dir / "suggestion_rules.csv", index=False, float_format="%.4f")
     chosen = choose(draws)
     chosen.to_csv(args.output_dir / "suggestion_rules_choice.csv", index=False, float_format="%.4f")
+    # which run wrote the tables (the record's blocks name it), written last: complete or absent
+    write_text_atomically(args.output_dir / "suggestion_rules.json",
+                          json.dumps({**identity, "finished": finished_now()}, indent=1, sort_keys=True) + "\n")
     print(markdown_table(table.round(3)))
     print("\nper rule over the (fold, k, repeat) pairs, paired with the random draw of the same refit seed:")
     print(markdown_table(chosen.round(4)))

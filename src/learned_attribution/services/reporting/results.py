@@ -350,8 +350,12 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
         table = record_table(rows, parts)
         reports.record, reports.record_summary = record_section(table, parts), record_summary(table, parts)
     if record is not None and (Path(record) / "suggestion_rules_choice.csv").is_file():
-        reports.suggestion_rules = suggestion_rules_block(pd.read_csv(Path(record) / "suggestion_rules.csv"),
-                                                          pd.read_csv(Path(record) / "suggestion_rules_choice.csv"))
+        identity = Path(record) / "suggestion_rules.json"  # written by the benchmark when it finishes
+        source = (f"*From the {RecordedRun.from_json(identity).label}.*" if identity.is_file() else
+                  "*From `benchmarks/suggestion_rules.py`'s tables in docs/record, written before the benchmark "
+                  "recorded its run's identity (commit, kernels, dates): rerun it to record them.*")
+        reports.suggestion_rules = source + "\n\n" + suggestion_rules_block(
+            pd.read_csv(Path(record) / "suggestion_rules.csv"), pd.read_csv(Path(record) / "suggestion_rules_choice.csv"))
     base = None
     if base_reports is not None and (Path(base_reports) / "crosstask_metrics.csv").is_file():
         base = Reports.read(base_reports)
