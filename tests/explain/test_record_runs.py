@@ -95,9 +95,12 @@ def test_a_table_of_two_runs_is_refused_and_each_report_belongs_to_one_pipeline(
     assert pipeline_of("amortize/sst2_fidelity.csv") == "amortize" and pipeline_of("crosstask/heatmaps_sst2.html") is None
 
 
-def test_a_partial_run_says_so(tmp_path):
-    (tmp_path / "r.json").write_text(json.dumps(identity("fewshot", partial={"only_missing_outputs": True})))
-    assert "resumed or partial (only_missing_outputs)" in RecordedRun.from_json(tmp_path / "r.json").label
+def test_a_partial_run_and_its_command_line_parameters_are_named(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps(identity("fewshot", partial={"only_missing_outputs": True},
+                                                         params={"compute.bf16": False, "a": 1})))
+    assert RecordedRun.from_json(tmp_path / "r.json").label == (
+        "`fewshot` run of 2026-01-02 04:05 UTC at commit 0123456789ab, resumed or partial (only_missing_outputs); "
+        "--params a=1,compute.bf16=False; torch CPU capability AVX2, oneDNN ISA AVX2, bf16 autocast off")
 
 
 def test_the_identity_names_the_checkout_commit_and_changes_to_its_code(tmp_path):
@@ -111,8 +114,8 @@ def test_the_identity_names_the_checkout_commit_and_changes_to_its_code(tmp_path
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
-    clean = run_identity("crosstask", started, "k", tmp_path, partial={"node_names": ["x"]})
-    assert clean["commit"] == head and clean["tracked_files_changed"] is False
+    clean = run_identity("crosstask", started, "k", tmp_path, partial={"node_names": ["x"]}, params={"seed": 1})
+    assert clean["commit"] == head and clean["tracked_files_changed"] is False and clean["params"] == {"seed": 1}
     assert clean["started"] == "2026-01-02T03:04:05Z" and clean["partial"] == {"node_names": ["x"]}
     (tmp_path / "src" / "untracked.py").write_text("u")
     (tmp_path / "notes.md").write_text("docs do not change what a run computes")

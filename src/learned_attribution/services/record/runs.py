@@ -44,12 +44,13 @@ RUN_SOURCES = ("src", "conf", "pyproject.toml")  # what a run's numbers depend o
 
 
 def run_identity(pipeline: str, started_at: datetime, kernels: str, project: Path, env: str = "local",
-                 partial: Mapping[str, Any] | None = None) -> dict:
+                 partial: Mapping[str, Any] | None = None, params: Mapping[str, Any] | None = None) -> dict:
     """Which run writes a set of reports, taken when it starts (the code it loads): its pipeline, Kedro env, git
-    commit and whether the code or configuration (src/, conf/, pyproject.toml) differed from it, start (UTC),
-    kernels, and what makes it partial (`--nodes`, `--only-missing-outputs`, ...). `finished` is set when it ends."""
+    commit and whether the code or configuration (src/, conf/, pyproject.toml) differed from it, the parameters
+    given on its command line (`--params`), start (UTC), kernels, and what makes it partial (`--nodes`,
+    `--only-missing-outputs`, ...). `finished` is set when it ends."""
     return {"pipeline": pipeline, "env": env, "commit": git_commit(project),
-            "tracked_files_changed": tracked_files_changed(project, RUN_SOURCES),
+            "tracked_files_changed": tracked_files_changed(project, RUN_SOURCES), "params": dict(params or {}),
             "started": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "finished": None, "kernels": kernels,
             "partial": dict(partial or {})}
 
@@ -79,6 +80,7 @@ class RecordedRun:
     env: str = "local"
     tracked_files_changed: bool | None = None
     partial: Mapping[str, Any] | None = None
+    params: Mapping[str, Any] | None = None  # given on the command line (`--params`)
     files: Mapping[str, str] | None = None
 
     @classmethod
@@ -98,7 +100,9 @@ class RecordedRun:
         changed = " with uncommitted changes" if self.tracked_files_changed else ""
         partial = f", resumed or partial ({', '.join(sorted(self.partial))})" if self.partial else ""
         kernels = f"; {self.kernels}" if self.kernels else ""
-        return f"`{self.pipeline}` run of {when} at {commit}{changed}{partial}{kernels}"
+        params = (f"; --params {','.join(f'{key}={value}' for key, value in sorted(self.params.items()))}"
+                  if self.params else "")
+        return f"`{self.pipeline}` run of {when} at {commit}{changed}{partial}{params}{kernels}"
 
     def to_json(self) -> str:
         return json.dumps({key: value for key, value in self.__dict__.items()}, indent=1, sort_keys=True) + "\n"
