@@ -82,6 +82,9 @@ def test_every_recorded_run_is_in_this_checkouts_history():
 
     runs = recorded_runs(RECORD / "reports")
     assert "crosstask" in runs
+    shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True)
+    if shallow.stdout.strip() == "true":
+        pytest.skip("a shallow clone lacks the history to tell whether a recorded run's commit is an ancestor")
     for pipeline, run in runs.items():
         known = subprocess.run(["git", "merge-base", "--is-ancestor", run.commit, "HEAD"], cwd=ROOT,
                                capture_output=True, text=True)
