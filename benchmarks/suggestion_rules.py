@@ -34,7 +34,6 @@ and suggestion_rules_choice.csv (per rule: the mean paired gains, their standard
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,7 +44,7 @@ import torch
 
 from learned_attribution.core.atomic import write_text_atomically
 from learned_attribution.core.models.runner import kernels_description
-from learned_attribution.services.record.runs import finished_now, run_identity
+from learned_attribution.services.record.runs import RecordedRun, finished_now, run_identity
 
 from learned_attribution.core.models.learned import transformed_rows
 from learned_attribution.core.models.learned.fewshot import fine_tune
@@ -200,7 +199,7 @@ def main(argv=None) -> pd.DataFrame:
     chosen.to_csv(args.output_dir / "suggestion_rules_choice.csv", index=False, float_format="%.4f")
     # which run wrote the tables (the record's blocks name it), written last: complete or absent
     write_text_atomically(args.output_dir / "suggestion_rules.json",
-                          json.dumps({**identity, "finished": finished_now()}, indent=1, sort_keys=True) + "\n")
+                          RecordedRun(**{**identity, "finished": finished_now()}).to_json())
     print(markdown_table(table.round(3)))
     print("\nper rule over the (fold, k, repeat) pairs, paired with the random draw of the same refit seed:")
     print(markdown_table(chosen.round(4)))

@@ -39,8 +39,8 @@ RECORDED_REPORTS: dict[str, tuple[str, ...]] = {
     "amortize": ("amortize.md", "amortize/*.csv", "amortize/*.md", "amortize/*.png", "node_timings/amortize.csv"),
     "transfer": ("transfer.md", "transfer_metrics.csv", "node_timings/transfer.csv"),
 }
-IDENTITY_FOLDER = "runs"
-RUN_SOURCES = ("src", "conf", "pyproject.toml")  # what a run's numbers depend on in the checkout (docs do not count)  # runs/<pipeline>.json, in a reports folder and in the record alike
+IDENTITY_FOLDER = "runs"  # runs/<pipeline>.json, in a reports folder and in the record alike
+RUN_SOURCES = ("src", "conf", "pyproject.toml")  # what a run's numbers depend on in the checkout (docs do not count)
 
 
 def run_identity(pipeline: str, started_at: datetime, kernels: str, project: Path, env: str = "local",
@@ -51,12 +51,16 @@ def run_identity(pipeline: str, started_at: datetime, kernels: str, project: Pat
     `--only-missing-outputs`, ...). `finished` is set when it ends."""
     return {"pipeline": pipeline, "env": env, "commit": git_commit(project),
             "tracked_files_changed": tracked_files_changed(project, RUN_SOURCES), "params": dict(params or {}),
-            "started": started_at.strftime("%Y-%m-%dT%H:%M:%SZ"), "finished": None, "kernels": kernels,
+            "started": _utc(started_at), "finished": None, "kernels": kernels,
             "partial": dict(partial or {})}
 
 
+def _utc(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def finished_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _utc(datetime.now(timezone.utc))
 
 
 def pipeline_of(path: str) -> str | None:
@@ -105,7 +109,7 @@ class RecordedRun:
         return f"`{self.pipeline}` run of {when} at {commit}{changed}{partial}{params}{kernels}"
 
     def to_json(self) -> str:
-        return json.dumps({key: value for key, value in self.__dict__.items()}, indent=1, sort_keys=True) + "\n"
+        return json.dumps(self.__dict__, indent=1, sort_keys=True) + "\n"
 
 
 def read_identities(reports: str | Path) -> dict[str, RecordedRun]:
