@@ -99,10 +99,13 @@ class Reports:
         if len(pipelines) != 1:
             raise ResultsError(f"one table would mix the reports of the {' and '.join(pipelines)} runs "
                                f"({', '.join(names)}): a comparison across runs is a table of its own")
-        run = (self.runs or {}).get(pipelines[0])
-        label = run.label if run is not None else (
-            f"`{pipelines[0]}` run whose identity is unknown (no {IDENTITY_FOLDER}/{pipelines[0]}.json in {self.folder})")
-        return f"*From the {label}.*"
+        return f"*From the {self.run_label(pipelines[0])}.*"
+
+    def run_label(self, pipeline: str) -> str:
+        """How the documents name `pipeline`'s run in these reports (`RecordedRun.label`), or that it is unknown."""
+        run = (self.runs or {}).get(pipeline)
+        return run.label if run is not None else (
+            f"`{pipeline}` run whose identity is unknown (no {IDENTITY_FOLDER}/{pipeline}.json in {self.folder})")
 
     @classmethod
     def read(cls, folder: str | Path) -> "Reports":
@@ -301,11 +304,8 @@ def results_document(reports: Reports, base: Reports | None = None) -> str:
 
 def comparison_source(reports: Reports, base: Reports) -> str:
     """The line naming both runs of a table that compares them."""
-    def label(run_reports: Reports) -> str:
-        run = (run_reports.runs or {}).get("crosstask")
-        return run.label if run is not None else f"run whose identity is unknown (`{run_reports.folder}`)"
-    return f"*A comparison across two runs: the {label(reports)} (`{reports.folder}`) and the {label(base)} " \
-           f"(`{base.folder}`).*"
+    return f"*A comparison across two runs: the {reports.run_label('crosstask')} (`{reports.folder}`) and the " \
+           f"{base.run_label('crosstask')} (`{base.folder}`).*"
 
 
 def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
