@@ -24,9 +24,14 @@ MEASURED = re.compile(r"(?<![\w.])(\d+(\.\d+)?x\b|\d+\.\d+(?!\.\d)|\d+(\.\d+)?\s
                       r"|\d+(\.\d+)?\s?(ms|s|min|minutes|hours?|seconds|GB|MB|GiB|MiB)\b)")
 # What is not measured here, by file: settings and names that look like measurements.
 INTERVALS = "bootstrap 95% intervals"  # the intervals' level, a setting (core/metrics/plausibility.py: bootstrap_ci)
+# The amortize pipeline's time target at its default sizes (services/config/amortize.py: SIZES), a goal, not a timing.
+AMORTIZE_TARGET = "within 90 minutes"
 ALLOWED: dict[str, tuple[str, ...]] = {
-    "README.md": (INTERVALS,),
+    "README.md": (INTERVALS, AMORTIZE_TARGET),
     "docs/record.md": (INTERVALS,),
+    "docs/amortize.md": (AMORTIZE_TARGET,),
+    "docs/choices.md": (AMORTIZE_TARGET,),
+    "docs/configuration.md": (AMORTIZE_TARGET,),
     "docs/base_size.md": ("Apache-2.0",),  # the encoder's licence
 }
 # The specification as handed to the project (../shared/SPEC.md): the papers' numbers and the spec's own.

@@ -538,6 +538,22 @@ def test_a_text_student_is_fitted_saved_explained_served_and_bound_to_its_classi
     assert "student" in StudentExplainer.from_folder(folder, classifier=other).incompatible
 
 
+def test_the_long_configuration_is_one_parameter_away():
+    """`amortize.sizes` names the texts and reference of a run: `quick` by default, `full` the long sizes; a run's own
+    max_texts, held_out_texts or reference_factor win over its size's; an unknown size is refused, naming it."""
+    from learned_attribution.services.config import SIZES
+
+    quick, full = amortize_settings({}, -1), amortize_settings({"sizes": "full"}, -1)
+    assert quick == AmortizeSettings() == amortize_settings({"sizes": "quick"}, -1)
+    assert (full.max_texts, full.held_out_texts, full.reference_factor) == (4000, 200, 10)
+    assert (quick.max_texts, quick.held_out_texts, quick.reference_factor) == tuple(SIZES["quick"].values())
+    assert quick.max_texts < full.max_texts and quick.held_out_texts < full.held_out_texts
+    mixed = amortize_settings({"sizes": "full", "held_out_texts": 50}, -1)
+    assert (mixed.max_texts, mixed.held_out_texts) == (4000, 50)
+    with pytest.raises(ValueError, match="amortize.sizes='long': must be one of quick, full"):
+        amortize_settings({"sizes": "long"}, -1)
+
+
 def test_the_held_out_texts_do_not_depend_on_how_many_texts_the_teacher_explains():
     """Students taught on more or fewer texts are judged on the same held-out texts (and share the reference
     teacher's cached parts)."""

@@ -27,6 +27,7 @@ from learned_attribution.core.models.artifacts import IncompatibleClassifierErro
 from learned_attribution.core.tasks import FOLDS
 from learned_attribution.core.explainers.teacher import TEACHER_BUDGETS
 from learned_attribution.core.explainers.learned import EXPNET_PLUS
+from learned_attribution.services.config.amortize import SIZES
 from learned_attribution.services.bundle import CARD, DEFAULT_MODELS_DIR, STUDENT
 from learned_attribution.services.checkout import git_commit
 from learned_attribution.services.explain import FoldExplainer, StudentExplainer
@@ -173,12 +174,17 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the method the student learns (default: kernel_shap)")
     fit.add_argument("--n-samples", type=int, help="the teacher's budget: samples (kernel_shap, lime) or steps "
                                                    "(integrated_gradients); default 200 and 20")
-    fit.add_argument("--max-texts", type=int, default=4000, help="training texts the teacher explains (default 4000)")
-    fit.add_argument("--held-out", type=int, default=200, help="further texts for the report (default 200; at most a "
-                                                               "fifth of the texts)")
-    fit.add_argument("--reference-factor", type=int, default=10,
-                     help="the reference teacher's budget as a multiple of the teacher's (default 10; 0: no fidelity "
-                          "table)")
+    fit.add_argument("--sizes", default="quick", choices=sorted(SIZES),
+                     help="the named max texts, held-out texts and reference factor: quick (default: "
+                          + ", ".join(f"{k} {v}" for k, v in SIZES["quick"].items())
+                          + ") or full (" + ", ".join(f"{k} {v}" for k, v in SIZES["full"].items())
+                          + "); the three flags below win over it")
+    fit.add_argument("--max-texts", type=int, help="training texts the teacher explains (default: the size's)")
+    fit.add_argument("--held-out", type=int, help="further texts for the report (default: the size's; at most a "
+                                                  "fifth of the texts)")
+    fit.add_argument("--reference-factor", type=int,
+                     help="the reference teacher's budget as a multiple of the teacher's (default: the size's; 0: "
+                          "no fidelity table)")
     fit.add_argument("--dask", help="run the teacher on Dask: local (a LocalCluster here) or tcp://HOST:8786")
     fit.add_argument("--dask-workers", type=int, default=2, help="LocalCluster workers with --dask local (default 2)")
     fit.add_argument("--output", required=True, help="the student's folder (written when complete)")
@@ -273,9 +279,12 @@ def fit_command(args: argparse.Namespace) -> int:
     try:
         student = fit(args.classifier, texts, output, teacher=args.teacher, n_samples=args.n_samples, ids=ids,
                       device=args.device, dask=args.dask, dask_workers=args.dask_workers, cache=args.cache,
-                      title=f"Student of {args.teacher} for {args.classifier}", max_texts=args.max_texts,
-                      held_out_texts=args.held_out, reference_factor=args.reference_factor, seed=args.seed,
-                      teacher_minutes=args.teacher_minutes)
+                      title=f"Student of {args.teacher} for {args.classifier}", sizes=args.sizes,
+                      seed=args.seed, teacher_minutes=args.teacher_minutes,
+                      **{key: value for key, value in (("max_texts", args.max_texts),
+                                                       ("held_out_texts", args.held_out),
+                                                       ("reference_factor", args.reference_factor))
+                         if value is not None})
     except InputError as error:
         raise InputError(str(error).replace("n_samples:", "--n-samples:", 1)) from None
     except TeacherUnfinished as stopped:  # not a failure: the parts are kept for the next invocation

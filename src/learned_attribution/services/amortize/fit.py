@@ -12,7 +12,7 @@ from learned_attribution.core.models.loading import TrainedClassifier
 from learned_attribution.core.models.runner import resolve_device
 
 from .. import bundle as bundles
-from ..config import AmortizeSettings, dask_settings
+from ..config import AmortizeSettings, dask_settings, sized
 from ..explain import StudentExplainer
 from . import amortize, student_bundle
 
@@ -20,15 +20,17 @@ from . import amortize, student_bundle
 def fit(classifier: str | Path | TrainedClassifier, texts: Sequence[str | Sequence[str]], output: str | Path, *,
         teacher: str = "kernel_shap", teacher_settings: dict | None = None, n_samples: int | None = None,
         ids: Sequence[str] | None = None, device: str = "auto", dask: str | None = None, dask_workers: int = 2,
-        cache: str | Path | None = None, title: str | None = None, **settings) -> StudentExplainer:
+        cache: str | Path | None = None, title: str | None = None, sizes: str = "quick", **settings
+        ) -> StudentExplainer:
     """Train an amortized student of `teacher` for `classifier` (a folder saved with `save_pretrained`, a task name
     or a loaded `TrainedClassifier`) on unlabeled `texts`, write its folder to `output` (with its report and tables)
     and return it as a `StudentExplainer`.
 
     - `teacher_settings` replace the teacher's defaults; `n_samples` sets its budget alone (samples for kernel_shap
       and lime, steps for integrated_gradients).
-    - `settings` are `AmortizeSettings` fields (max_texts, held_out_texts, reference_factor, seed, teacher_minutes,
-      ...). With `teacher_minutes`, the teacher stops starting parts after that many minutes and
+    - `sizes`: `quick` (the default) or `full`, the named max_texts, held_out_texts and reference_factor
+      (`services.config.amortize.SIZES`); `settings` are `AmortizeSettings` fields (max_texts, held_out_texts,
+      reference_factor, seed, teacher_minutes, ...), and win over the size's. With `teacher_minutes`, the teacher stops starting parts after that many minutes and
       `services.amortize.teacher.TeacherUnfinished` is raised: the parts are kept in `cache`, and the same call
       continues them (a long teacher in several invocations).
     - `cache`: the teacher's resumable parts (default: `<output>.teacher` beside `output`).
@@ -46,7 +48,7 @@ def fit(classifier: str | Path | TrainedClassifier, texts: Sequence[str | Sequen
                           else Teacher.default(teacher, n_samples, seed=settings.get("seed", 0)))
     except ValueError as error:
         raise InputError(f"n_samples: {error}") from None
-    chosen = AmortizeSettings(teacher=chosen_teacher, **settings)
+    chosen = AmortizeSettings(teacher=chosen_teacher, **sized(sizes, settings, "sizes"))
     cluster = None if dask is None else dask_settings(
         {"address": dask, "n_workers": dask_workers, "threads_per_worker": 1, "methods": None,
          "batches_per_task": 1, "retries": 1}, device)

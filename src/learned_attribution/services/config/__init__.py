@@ -25,8 +25,8 @@ from .external import EXTERNAL_KEYS, ExternalSettings, REQUIRED, external_settin
 from .afn import (AFN_KEYS, AfnSettings, CORPUS_KEYS, CorpusSettings, MLFLOW_KEYS, PAIR_KEYS, PairSettings,
                   PlotSettings, SPLITS, afn_settings, afn_tracking, check_user_file, check_word_range,
                   corpus_settings, pair_settings, refuse_own_tracking_uri)
-from .amortize import (DEFAULT_TRAINING, DEFAULT_VARIANTS, DISTILL, SETTING_KEYS, AmortizeSettings,
-                       amortize_experiment, amortize_settings, student_variants)
+from .amortize import (DEFAULT_TRAINING, DEFAULT_VARIANTS, DISTILL, SETTING_KEYS, SIZES, AmortizeSettings,
+                       amortize_experiment, amortize_settings, sized, student_variants)
 from .record import RecordSettings, record_settings
 from .runs import RunParameters
 
@@ -35,11 +35,11 @@ __all__ = ["AFN_KEYS", "AfnSettings", "AmortizeSettings", "CLASSIFIER_CAPS", "CO
            "EXTERNAL_KEYS", "ExpnetPlusCandidates", "ExpnetPlusRecipe", "TrainingGridSettings", "ExpnetRecipe", "ExternalSettings",
            "FEWSHOT_KEYS", "FIT_KEYS", "FOLD_KEYS", "FeatureSettings", "FewShotCurveSettings", "MLFLOW_KEYS",
            "PAIR_KEYS", "PairSettings", "PlotSettings", "REQUIRED", "RunParameters", "SCORING_KEYS", "SETTING_KEYS",
-           "SPLITS", "ScoringSettings", "TrackingSettings", "afn_settings", "afn_tracking", "amortize_experiment",
+           "SIZES", "SPLITS", "ScoringSettings", "TrackingSettings", "afn_settings", "afn_tracking", "amortize_experiment",
            "RecordSettings", "record_settings",
            "amortize_settings", "block", "catalogue_variant", "check_crosstask", "check_user_file",
            "check_word_range", "classifier_settings", "compute_settings", "corpus_settings", "dask_settings",
            "dataclass_from", "encoder_name", "expnet_plus_candidates", "expnet_plus_recipe", "expnet_recipe",
            "external_settings", "feature_settings", "fewshot_settings", "folds_expnet_plus", "pair_settings",
-           "positive_int", "refuse_own_tracking_uri", "scoring_settings", "student_variants", "tracking_settings",
+           "positive_int", "refuse_own_tracking_uri", "scoring_settings", "sized", "student_variants", "tracking_settings",
            "training_examples", "training_grid_settings", "training_settings", "variant"]

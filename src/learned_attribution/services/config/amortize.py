@@ -31,11 +31,26 @@ DEFAULT_VARIANTS: dict[str, dict[str, Any]] = {
     # larger step usual for training small pre-norm Transformers from scratch with AdamW.
     "student_attention": {"feature_sets": (), "network": "attention", "attention_layers": 2, "learning_rate": 3.0e-4},
 }
+# Two named sizes of the texts and the reference (`amortize.sizes`, `fit --sizes`); a run's own max_texts,
+# held_out_texts or reference_factor win over its size's. `quick`, the default, is sized so that the three task
+# classifiers' students finish within 90 minutes on a 2-core CPU (the teacher is most of the cost; docs/choices.md,
+# "Amortized students", says on what it was chosen); `full` is the long configuration, for a GPU, Dask or stages.
+SIZES: dict[str, dict[str, int]] = {
+    "quick": {"max_texts": 800, "held_out_texts": 100, "reference_factor": 5},
+    "full": {"max_texts": 4000, "held_out_texts": 200, "reference_factor": 10},
+}
 DEFAULT_TRAINING: dict[str, Any] = {"hidden": 32, "alpha": 0.25, "gamma": 2.0, "learning_rate": 2.0e-3,
                                     "batch_size": 32, "batch_unit": "examples", "max_epochs": 60, "patience": 6,
                                     "gate_l1": 0.01, "pseudo_weight": 0.5, "seeds": 3}
 # A student learns real-valued attributions: the distillation objective, stopping on the per-example Spearman.
 DISTILL = {"objective": "distill", "stopping": "example_spearman"}
+
+
+def sized(sizes: str, values: Mapping[str, Any], where: str = "amortize.sizes") -> dict[str, Any]:
+    """`values` (AmortizeSettings fields) over the named size's max_texts, held_out_texts and reference_factor."""
+    if sizes not in SIZES:
+        raise ValueError(f"parameter {where}={sizes!r}: must be one of {', '.join(SIZES)}")
+    return {**SIZES[sizes], **values}
 
 
 def student_variants(recipes: Mapping[str, Mapping[str, Any] | None], where: str = "amortize.student.variants"
@@ -55,10 +70,13 @@ class AmortizeSettings:
     teacher: Teacher = field(default_factory=Teacher.default)
     variants: tuple[Variant, ...] = field(default_factory=lambda: student_variants(DEFAULT_VARIANTS))
     training: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_TRAINING))
-    max_texts: int | None = 4000  # texts the teacher explains for training (a seeded sample of them when more)
-    held_out_texts: int = 200  # further texts, never trained on, on which fidelity, faithfulness and cost are measured
+    # texts the teacher explains for training (a seeded sample of them when more)
+    max_texts: int | None = SIZES["quick"]["max_texts"]
+    # further texts, never trained on, on which fidelity, faithfulness and cost are measured
+    held_out_texts: int = SIZES["quick"]["held_out_texts"]
     cost_texts: int = 24  # of the held-out texts: those the teacher's own throughput is timed on
-    reference_factor: int = 10  # the reference teacher's budget, as a multiple of the training budget (0: none)
+    # the reference teacher's budget, as a multiple of the training budget (0: none)
+    reference_factor: int = SIZES["quick"]["reference_factor"]
     val_fraction: float = 0.15  # of the training texts: the student's early-stopping slice
     part_size: int = 64  # texts per resumable teacher part
     batch_size: int = 16
@@ -123,8 +141,9 @@ def amortize_settings(amortize: Mapping[str, Any] | None, layer: int) -> Amortiz
     if "layer" in (amortize or {}):
         raise ValueError("parameter amortize.layer: the layer a student reads is the project's explained_layer "
                          "(conf/base/parameters.yml); remove amortize.layer")
-    values = block(amortize or {}, "amortize", (), (*SETTING_KEYS, "teacher", "student", "mlflow"))
+    values = block(amortize or {}, "amortize", (), (*SETTING_KEYS, "sizes", "teacher", "student", "mlflow"))
     values.pop("mlflow", None)
+    values = sized(str(values.pop("sizes", None) or "quick"), values)
     teacher = values.pop("teacher", None)
     student = block(values.pop("student", None) or {}, "amortize.student", (), ("variants", "training"))
     settings = AmortizeSettings(**{key: tuple(v) if isinstance(v, list) else v for key, v in values.items()},
@@ -141,6 +160,6 @@ def amortize_settings(amortize: Mapping[str, Any] | None, layer: int) -> Amortiz
 
 def amortize_experiment(amortize: Mapping[str, Any] | None) -> str:
     """`amortize.mlflow.experiment` (default: amortize): where a pipeline run logs its students."""
-    values = block(amortize or {}, "amortize", (), (*SETTING_KEYS, "teacher", "student", "mlflow"))
+    values = block(amortize or {}, "amortize", (), (*SETTING_KEYS, "sizes", "teacher", "student", "mlflow"))
     mlflow = block(values.get("mlflow") or {}, "amortize.mlflow", (), ("experiment",))
     return str(mlflow.get("experiment") or "amortize")

@@ -55,8 +55,11 @@ def run_identity(pipeline: str, started_at: datetime, kernels: str, project: Pat
             "partial": dict(partial or {})}
 
 
+UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
 def _utc(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.strftime(UTC_FORMAT)
 
 
 def finished_now() -> str:
@@ -107,6 +110,15 @@ class RecordedRun:
         params = (f"; --params {','.join(f'{key}={value}' for key, value in sorted(self.params.items()))}"
                   if self.params else "")
         return f"`{self.pipeline}` run of {when} at {commit}{changed}{partial}{params}{kernels}"
+
+    @property
+    def minutes(self) -> float | None:
+        """The run's wall time, from its start to its end (None where either is unknown)."""
+        try:
+            spans = [datetime.strptime(value, UTC_FORMAT) for value in (self.started, self.finished)]
+        except (TypeError, ValueError):
+            return None
+        return (spans[1] - spans[0]).total_seconds() / 60
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, indent=1, sort_keys=True) + "\n"

@@ -263,6 +263,7 @@ def results_document(reports: Reports, base: Reports | None = None) -> str:
                   "Per task classifier, a one-pass student trained on its teacher's attributions of the task's "
                   "unlabeled training texts (docs/amortize.md): fidelity, faithfulness and throughput on further "
                   "held-out texts, AUROC on the rationale test set at the fold's matched budget.", "",
+                  *([amortize_wall_time(reports.runs["amortize"]), ""] if "amortize" in (reports.runs or {}) else []),
                   students_table(reports.students), "",
                   "Every student variant (`amortize/<task>_variants.csv`), the selected one by its validation "
                   "Spearman with the teacher's labels:", "", student_variants_table(reports.students), ""]
@@ -308,13 +309,23 @@ def comparison_source(reports: Reports, base: Reports) -> str:
            f"{base.run_label('crosstask')} (`{base.folder}`).*"
 
 
+def amortize_wall_time(run: RecordedRun) -> str:
+    """The amortize run's wall time beside its target: the three task classifiers' students within 90 minutes on a
+    2-core CPU at the default sizes."""
+    params = ", ".join(f"{key}={value}" for key, value in sorted((run.params or {}).items())) or "none"
+    minutes = "an unknown time" if run.minutes is None else f"{run.minutes:.0f} minutes"
+    return (f"The run took {minutes} from start to end (`--params`: {params}; {run.kernels}); the target at the "
+            "default sizes is the three task classifiers' students within 90 minutes on a 2-core CPU.")
+
+
 def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
     """The tables a README may embed, by marker name."""
     blocks = {"headline": f"{reports.source('crosstask_metrics.csv')} {RECIPE_CAVEAT}\n\n"
                           f"{headline_table(reports.metrics)}"}
     if reports.students:
         tables = [f"amortize/{task}_{name}.csv" for task in reports.students for name in STUDENT_TABLES]
-        blocks["students"] = f"{reports.source(*tables)}\n\n{students_table(reports.students)}"
+        timed = [amortize_wall_time(reports.runs["amortize"])] if "amortize" in (reports.runs or {}) else []
+        blocks["students"] = "\n\n".join([reports.source(*tables), *timed, students_table(reports.students)])
     if reports.fewshot_summary is not None:
         blocks["fewshot"] = f"{reports.source('fewshot_summary.csv')}\n\n{fewshot_headline(reports.fewshot_summary)}"
     if base is not None:
