@@ -9,9 +9,11 @@ Run from the project root with the virtualenv active:
     python benchmarks/student_learning_curve.py --env base_size --tasks sst2
     python benchmarks/student_learning_curve.py --fractions 0.25 0.5 1
 
-Outputs: <data_root>/08_reporting/benchmarks/student_learning_curve.csv (one row per task and share: n_texts, the
+Output (the record, committed: docs/record/): student_learning_curve.csv (one row per task and share: n_texts, the
 selected variant, its Spearman on its own training and validation texts, the held-out Spearman with its 95%
-interval, top-k overlaps) and a printed table.
+interval, top-k overlaps) and, written last, student_learning_curve.json (which run: commit, kernels, dates; the
+amortize run's sizes are its `amortize` parameters); docs/amortize.md's block shows it (`learned-attribution
+results`). And a printed table.
 """
 from __future__ import annotations
 
@@ -36,8 +38,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--fractions", nargs="+", type=float, default=[0.125, 0.25, 0.5, 1.0],
                         help="shares of the teacher's texts to refit on (nested; 1 = all of them)")
-    parser.add_argument("--output-dir", type=Path, default=None,
-                        help="default: <data_root>/08_reporting/benchmarks of the environment")
+    parser.add_argument("--output-dir", type=Path, default=ROOT / "docs" / "record", help="default: docs/record")
     return parser.parse_args(argv)
 
 
@@ -45,18 +46,26 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
+    from datetime import datetime, timezone
+
+    import torch
+
     from learned_attribution.core.atomic import atomic_file
+    from learned_attribution.core.models.runner import kernels_description
     from learned_attribution.services.amortize.curve import learning_curve
     from learned_attribution.services.config import amortize_settings
+    from learned_attribution.services.record.runs import run_identity, write_benchmark_run
 
     args = parse_args(argv)
+    identity = run_identity("student_learning_curve", datetime.now(timezone.utc),
+                            kernels_description(torch.device("cpu"), False), ROOT, env=args.env or "local")
     os.chdir(ROOT)  # the catalog's paths are relative to the project root
     bootstrap_project(ROOT)
     with KedroSession.create(project_path=ROOT, env=args.env) as session:
         context = session.load_context()
         catalog, params = context.catalog, context.params
         settings = amortize_settings(params["amortize"], params["explained_layer"])  # as the pipeline parses it
-        output_dir = args.output_dir or ROOT / context.config_loader["globals"]["data_root"] / "08_reporting" / "benchmarks"
+        output_dir = args.output_dir
         tables = []
         for task in args.tasks:
             names = {key: name.format(task=task) for key, name in INPUTS.items()}
@@ -74,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / "student_learning_curve.csv"
     with atomic_file(path) as partial:
-        table.to_csv(partial, index=False)
+        table.to_csv(partial, index=False, float_format="%.4f")
+    # which run wrote the table, with its SHA-256 (docs/amortize.md's block names the run), written last
+    write_benchmark_run(output_dir, "student_learning_curve", identity, [path.name])
     shown = ["task", "n_texts", "variant", "train_spearman", "val_spearman", "spearman", "spearman_low", "spearman_high"]
     print(table[shown].round(3).to_string(index=False))
     print(f"wrote {path}")

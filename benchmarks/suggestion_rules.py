@@ -42,9 +42,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from learned_attribution.core.atomic import write_text_atomically
 from learned_attribution.core.models.runner import kernels_description
-from learned_attribution.services.record.runs import RecordedRun, finished_now, run_identity
+from learned_attribution.services.record.runs import run_identity, write_benchmark_run
 
 from learned_attribution.core.models.learned import transformed_rows
 from learned_attribution.core.models.learned.fewshot import fine_tune
@@ -198,8 +197,8 @@ def main(argv=None) -> pd.DataFrame:
     chosen = choose(draws)
     chosen.to_csv(args.output_dir / "suggestion_rules_choice.csv", index=False, float_format="%.4f")
     # which run wrote the tables (the record's blocks name it), written last: complete or absent
-    write_text_atomically(args.output_dir / "suggestion_rules.json",
-                          RecordedRun(**{**identity, "finished": finished_now()}).to_json())
+    write_benchmark_run(args.output_dir, "suggestion_rules", identity,
+                        ["suggestion_rules_draws.csv", "suggestion_rules.csv", "suggestion_rules_choice.csv"])
     print(markdown_table(table.round(3)))
     print("\nper rule over the (fold, k, repeat) pairs, paired with the random draw of the same refit seed:")
     print(markdown_table(chosen.round(4)))

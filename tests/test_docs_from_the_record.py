@@ -15,7 +15,7 @@ from learned_attribution.services.reporting.results import write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "record"
-READMES = ("README.md", "docs/fewshot.md")  # the files with generated blocks
+READMES = ("README.md", "docs/fewshot.md", "docs/amortize.md")  # the files with generated blocks
 DOCS = (ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 GENERATED = "docs/results.md"  # written whole by `learned-attribution results`
 

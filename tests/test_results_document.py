@@ -220,6 +220,41 @@ def test_the_students_section_reads_the_amortize_reports(reports):
     assert "| 0.200 [0.100, 0.300] | no |" in students_table(Reports.read(reports).students)
 
 
+def test_the_students_say_how_long_their_run_took_and_the_learning_curve_names_its_run(tmp_path):
+    from learned_attribution.services.record.parts import RecordError
+    from learned_attribution.services.record.runs import RecordedRun, write_benchmark_run
+    from learned_attribution.services.reporting.amortize import learning_curve_table
+    from learned_attribution.services.reporting.results import amortize_wall_time, benchmark_source
+
+    run = RecordedRun(pipeline="amortize", commit="0123456789abcdef", started="2026-01-02T03:04:05Z",
+                      finished="2026-01-02T04:16:35Z", kernels="AVX2", params={"compute.bf16": False})
+    assert run.minutes == pytest.approx(72.5)
+    said = amortize_wall_time(run)
+    assert said.startswith("The run took 72 minutes from start to end")
+    assert "within 90 minutes" in said
+    assert "an unknown time" in amortize_wall_time(RecordedRun("amortize", None, "", "", ""))
+    curve = pd.DataFrame({"task": ["sst2", "sst2"], "fraction": [0.5, 1.0], "n_texts": [340, 680],
+                          "variant": ["student_forward", "student_encoder"], "train_spearman": [0.8, 0.9],
+                          "val_spearman": [0.6, 0.65], "spearman": [0.62, 0.66], "spearman_low": [0.58, 0.61],
+                          "spearman_high": [0.66, 0.7]})
+    lines = learning_curve_table(curve).splitlines()
+    assert lines[2:] == ["| sst2 | 340 | student_forward | 0.800 | 0.600 | 0.620 [0.580, 0.660] |",
+                         "| sst2 | 680 | student_encoder | 0.900 | 0.650 | 0.660 [0.610, 0.700] |"]
+    assert "rerun it to record them" in benchmark_source(tmp_path, "student_learning_curve")
+    curve.to_csv(tmp_path / "student_learning_curve.csv", index=False)
+    identity = {key: value for key, value in run.__dict__.items() if key not in ("finished", "files")}
+    write_benchmark_run(tmp_path, "student_learning_curve", {**identity, "pipeline": "student_learning_curve"},
+                        ["student_learning_curve.csv"])
+    assert benchmark_source(tmp_path, "student_learning_curve").startswith(
+        "*From the `student_learning_curve` run of ")
+    (tmp_path / "student_learning_curve.csv").write_text(curve.assign(val_spearman=0.9).to_csv(index=False))
+    with pytest.raises(RecordError, match="student_learning_curve.csv: its bytes differ .*edited by hand"):
+        benchmark_source(tmp_path, "student_learning_curve")
+    (tmp_path / "student_learning_curve.csv").unlink()
+    with pytest.raises(RecordError, match="student_learning_curve.csv: listed by .* but missing"):
+        benchmark_source(tmp_path, "student_learning_curve")
+
+
 def test_a_students_row_without_a_rationale_test_set_leaves_its_auroc_cells_empty():
     from learned_attribution.services.reporting.amortize import students_table
 

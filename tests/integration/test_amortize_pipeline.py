@@ -125,7 +125,9 @@ def test_the_learning_curve_refits_the_student_on_shares_of_its_texts(amortize_r
     monkeypatch.chdir(PROJECT_ROOT)
     table = script.main(["--env", "smoke", "--tasks", "sst2", "--fractions", "1", "0.5", "--output-dir", str(tmp_path)])
     assert list(table["n_texts"]) == [30, 60] and list(table["fraction"]) == [0.5, 1.0]
-    pd.testing.assert_frame_equal(table, pd.read_csv(tmp_path / "student_learning_curve.csv"))
+    pd.testing.assert_frame_equal(table, pd.read_csv(tmp_path / "student_learning_curve.csv"), atol=1e-4)
+    identity = json.loads((tmp_path / "student_learning_curve.json").read_text())  # which run, written last
+    assert identity["pipeline"] == "student_learning_curve" and identity["env"] == "smoke" and identity["finished"]
     pipeline = pd.read_csv(amortize_run / "08_reporting" / "amortize" / "sst2_fidelity.csv").set_index("method")
     assert table["spearman"].iloc[-1] == pytest.approx(pipeline.at["student", "spearman"], abs=1e-3)
     variants = pd.read_csv(amortize_run / "08_reporting" / "amortize" / "sst2_variants.csv")

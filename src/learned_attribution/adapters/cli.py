@@ -240,8 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "section or block written when there (default: docs/record; 'none': left out)")
     results.add_argument("--output", default="docs/results.md", help="the results document (default: docs/results.md)")
     results.add_argument("--readme", action="append", help="a file whose <!-- results:NAME --> blocks are rewritten "
-                                                           "(repeatable; default: README.md "
-                                                           "and docs/fewshot.md; "
+                                                           "(repeatable; default: README.md, "
+                                                           "docs/fewshot.md and docs/amortize.md; "
                                                            "'none': no file)")
     results.set_defaults(run=results_command)
     record = commands.add_parser("record", help="the committed record of the runs' reports (docs/record.md)")
@@ -379,7 +379,7 @@ def log_student(args: argparse.Namespace, output: Path, bundle) -> str:
 def results_command(args: argparse.Namespace) -> int:
     from learned_attribution.services.reporting.results import write_results  # matplotlib and the reports stack
 
-    readmes = args.readme or ["README.md", "docs/fewshot.md"]
+    readmes = args.readme or ["README.md", "docs/fewshot.md", "docs/amortize.md"]
     readmes = [] if readmes == ["none"] else [r for r in readmes if r != "none"]
     written = write_results(args.reports, args.output, readmes, base_reports=args.base_reports, record=None if args.record == "none" else args.record)
     print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)

@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from learned_attribution.core.atomic import write_text_atomically
 
@@ -146,6 +146,31 @@ def recorded_runs(record_reports: str | Path) -> dict[str, RecordedRun]:
                 raise RecordError(f"{path}: its bytes differ from those recorded (edited by hand?): run "
                                   f"`learned-attribution record add --pipeline {pipeline}` again from the run's reports")
     return runs
+
+
+def write_benchmark_run(folder: str | Path, name: str, identity: Mapping[str, Any], tables: Sequence[str]) -> None:
+    """A benchmark's run in the record, written after its `tables` (files in `folder`): `<name>.json` with the run's
+    identity (`run_identity` at its start), its end and each table's SHA-256; complete or absent."""
+    folder = Path(folder)
+    files = {table: file_digest(folder / table) for table in tables}
+    write_text_atomically(folder / f"{name}.json",
+                          RecordedRun(**{**identity, "finished": finished_now(), "files": files}).to_json())
+
+
+def recorded_benchmark(folder: str | Path, name: str) -> RecordedRun | None:
+    """A benchmark's run in the record (`<name>.json`; None where it wrote none), each table it lists checked:
+    present and with the bytes it was written with."""
+    path = Path(folder) / f"{name}.json"
+    if not path.is_file():
+        return None
+    run = RecordedRun.from_json(path)
+    for table, sha256 in (run.files or {}).items():
+        if not (Path(folder) / table).is_file():
+            raise RecordError(f"{Path(folder) / table}: listed by {path} but missing")
+        if file_digest(Path(folder) / table) != sha256:
+            raise RecordError(f"{Path(folder) / table}: its bytes differ from those {path} lists (edited by hand?): "
+                              f"rerun benchmarks/{name}.py")
+    return run
 
 
 def add_run(reports: str | Path, record_reports: str | Path, pipeline: str) -> RecordedRun:

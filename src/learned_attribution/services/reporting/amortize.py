@@ -183,3 +183,14 @@ def student_variants_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
             lines.append([task, str(row["variant"]), f"{row['train_spearman']:.3f}", f"{row['val_spearman']:.3f}",
                           str(int(row["best_epoch"])), "yes" if bool(row["selected"]) else ""])
     return table_lines(VARIANT_COLUMNS, lines)
+
+
+def learning_curve_table(curve: pd.DataFrame) -> str:
+    """Markdown: `benchmarks/student_learning_curve.py`'s refits, per task and share of the teacher's texts: the
+    variant kept, its Spearman with its labels on its own training texts and on its validation texts (what a choice
+    of sizes reads), and the held-out Spearman with the reference teacher, with its interval (what is reported)."""
+    rows = [[task, int(row["n_texts"]), str(row["variant"]), f"{row['train_spearman']:.3f}",
+             f"{row['val_spearman']:.3f}", interval_text(row, "spearman")]
+            for task, group in curve.groupby("task", sort=False) for _, row in group.iterrows()]
+    return table_lines(["task", "teacher texts", "variant kept", "Spearman with its labels: training",
+                        "validation", "held-out Spearman with the reference"], rows)

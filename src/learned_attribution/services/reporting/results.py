@@ -12,8 +12,8 @@ and from the record of every baseline on every example (docs/record/baselines). 
 (commit, date, kernels: the run's, so regenerating gives the same text); one table never mixes two runs' reports
 (`Reports.source`), a comparison across runs is a table of its own and says so. A report that is missing leaves its
 section out and the document says which; a README block whose table is missing is an error. Marked blocks
-(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md and docs/fewshot.md are
-rewritten in place.
+(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md, docs/fewshot.md and docs/amortize.md
+are rewritten in place.
 
 Here: which reports there are (`Reports`), the document's sections and the blocks a README embeds; the tables of
 what things cost are in `cost`, the in-place rewriting of marked blocks in `rewrite`.
@@ -33,7 +33,7 @@ from learned_attribution.core.atomic import write_text_atomically
 from learned_attribution.core.tasks import FOLD_PREFIX, TASKS
 
 from .afn import afn_comparison_table
-from .amortize import STUDENT_TABLES, student_variants_table, students_table
+from .amortize import STUDENT_TABLES, learning_curve_table, student_variants_table, students_table
 from .cost import pareto_table, serving_table, stage_table, throughput_comparison_table, throughput_table
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
                         modes_table,
@@ -43,7 +43,8 @@ from .rewrite import ResultsError, fill_marked_blocks
 from .selection_rules import track_record_section
 from ..record.parts import RecordError
 from ..record.report import read_record, record_section, record_summary, record_table
-from ..record.runs import IDENTITY_FOLDER, RecordedRun, pipeline_of, read_identities, recorded_runs
+from ..record.runs import (IDENTITY_FOLDER, RecordedRun, pipeline_of, read_identities, recorded_benchmark,
+                           recorded_runs)
 
 
 # Beside every number of ExpNet+ on the held-out folds: its recipe was chosen after held-out results were seen.
@@ -90,6 +91,7 @@ class Reports:
     record: str | None = None  # the committed record's section (`record_section`): only a `record` run writes it
     record_summary: str | None = None  # README's table of it (`record_summary`)
     suggestion_rules: str | None = None  # docs/fewshot.md's block, from the record of benchmarks/suggestion_rules.py
+    learning_curve: str | None = None  # docs/amortize.md's block, from the record of benchmarks/student_learning_curve.py
     runs: dict[str, RecordedRun] | None = None  # the identity of each pipeline's run (`runs/<pipeline>.json`)
 
     def source(self, *names: str) -> str:
@@ -310,12 +312,11 @@ def comparison_source(reports: Reports, base: Reports) -> str:
 
 
 def amortize_wall_time(run: RecordedRun) -> str:
-    """The amortize run's wall time beside its target: the three task classifiers' students within 90 minutes on a
-    2-core CPU at the default sizes."""
-    params = ", ".join(f"{key}={value}" for key, value in sorted((run.params or {}).items())) or "none"
+    """The amortize run's wall time beside its target (the three task classifiers' students within 90 minutes on a
+    2-core CPU at the default sizes); the run's source line, above it, names its `--params` and kernels."""
     minutes = "an unknown time" if run.minutes is None else f"{run.minutes:.0f} minutes"
-    return (f"The run took {minutes} from start to end (`--params`: {params}; {run.kernels}); the target at the "
-            "default sizes is the three task classifiers' students within 90 minutes on a 2-core CPU.")
+    return (f"The run took {minutes} from start to end (its `--params` and kernels: the line above); the target at "
+            "the default sizes is the three task classifiers' students within 90 minutes on a 2-core CPU.")
 
 
 def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, str]:
@@ -344,9 +345,20 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
         blocks["serving_load"] = serving_table(reports.serving)
     if reports.suggestion_rules is not None:
         blocks["suggestion_rules"] = reports.suggestion_rules
+    if reports.learning_curve:
+        blocks["student_learning_curve"] = reports.learning_curve
     if reports.record_summary is not None:
         blocks["record"] = f"{RECORD_SOURCE} {RECIPE_CAVEAT}\n\n{reports.record_summary}"
     return blocks
+
+
+def benchmark_source(record: Path, name: str) -> str:
+    """The source line of a benchmark's tables in the record: its run, from `<name>.json`, which the benchmark writes
+    when it finishes (the tables it lists checked against their SHA-256)."""
+    run = recorded_benchmark(record, name)
+    return (f"*From the {run.label}.*" if run is not None else
+            f"*From `benchmarks/{name}.py`'s tables in docs/record, written before the benchmark recorded its run's "
+            "identity (commit, kernels, dates): rerun it to record them.*")
 
 
 def write_results(reports_folder: str | Path, output: str | Path | None, readmes: list[str | Path],
@@ -361,12 +373,11 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
         table = record_table(rows, parts)
         reports.record, reports.record_summary = record_section(table, parts), record_summary(table, parts)
     if record is not None and (Path(record) / "suggestion_rules_choice.csv").is_file():
-        identity = Path(record) / "suggestion_rules.json"  # written by the benchmark when it finishes
-        source = (f"*From the {RecordedRun.from_json(identity).label}.*" if identity.is_file() else
-                  "*From `benchmarks/suggestion_rules.py`'s tables in docs/record, written before the benchmark "
-                  "recorded its run's identity (commit, kernels, dates): rerun it to record them.*")
-        reports.suggestion_rules = source + "\n\n" + suggestion_rules_block(
+        reports.suggestion_rules = benchmark_source(Path(record), "suggestion_rules") + "\n\n" + suggestion_rules_block(
             pd.read_csv(Path(record) / "suggestion_rules.csv"), pd.read_csv(Path(record) / "suggestion_rules_choice.csv"))
+    if record is not None and (Path(record) / "student_learning_curve.csv").is_file():
+        reports.learning_curve = (benchmark_source(Path(record), "student_learning_curve") + "\n\n"
+                                  + learning_curve_table(pd.read_csv(Path(record) / "student_learning_curve.csv")))
     base = None
     if base_reports is not None and (Path(base_reports) / "crosstask_metrics.csv").is_file():
         base = Reports.read(base_reports)
