@@ -41,6 +41,8 @@ def test_every_task_classifier_gets_a_scored_logged_and_registered_student(amort
                                                                             tmp_path):
     reports = amortize_run / "08_reporting" / "amortize"
     summary = (amortize_run / "08_reporting" / "amortize.md").read_text()
+    identity = json.loads((amortize_run / "08_reporting" / "runs" / "amortize.json").read_text())
+    assert identity["params"]["mlflow"]["tracking_uri"] == smoke_tracking_uri  # the run's --params, as given
     client = MlflowClient(tracking_uri=smoke_tracking_uri)
     for task in TASKS:
         card = json.loads((amortize_run / "06_models" / f"student_{task}" / "fold.json").read_text())

@@ -54,7 +54,7 @@ class NodeTimingHook:
         self._identity = run_identity(pipeline_label(run_params), datetime.now(timezone.utc), self._kernels,
                                       Path(run_params.get("project_path") or Path.cwd()),
                                       env=run_params.get("env") or "local", partial=partial,
-                                      params=run_params.get("extra_params"))
+                                      params=run_params.get("runtime_params"))
         for stage in STAGES:
             registered = pipelines.get(stage)
             for node in registered.nodes if registered is not None else []:
