@@ -238,8 +238,8 @@ def test_the_students_say_how_long_their_run_took_and_the_learning_curve_names_i
                           "val_spearman": [0.6, 0.65], "spearman": [0.62, 0.66], "spearman_low": [0.58, 0.61],
                           "spearman_high": [0.66, 0.7]})
     lines = learning_curve_table(curve).splitlines()
-    assert lines[2:] == ["| sst2 | 340 | student_forward | 0.800 | 0.600 | 0.620 [0.580, 0.660] |",
-                         "| sst2 | 680 | student_encoder | 0.900 | 0.650 | 0.660 [0.610, 0.700] |"]
+    assert lines[2:] == ["| sst2 | 340 | student_forward | 0.800 | 0.600 | 0.620 [0.580, 0.660] |  |",
+                         "| sst2 | 680 | student_encoder | 0.900 | 0.650 | 0.660 [0.610, 0.700] | +0.040 |"]
     assert "rerun it to record them" in benchmark_source(tmp_path, "student_learning_curve")
     curve.to_csv(tmp_path / "student_learning_curve.csv", index=False)
     identity = {key: value for key, value in run.__dict__.items() if key not in ("finished", "files")}

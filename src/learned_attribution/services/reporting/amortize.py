@@ -188,9 +188,15 @@ def student_variants_table(students: dict[str, dict[str, pd.DataFrame]]) -> str:
 def learning_curve_table(curve: pd.DataFrame) -> str:
     """Markdown: `benchmarks/student_learning_curve.py`'s refits, per task and share of the teacher's texts: the
     variant kept, its Spearman with its labels on its own training texts and on its validation texts (what a choice
-    of sizes reads), and the held-out Spearman with the reference teacher, with its interval (what is reported)."""
-    rows = [[task, int(row["n_texts"]), str(row["variant"]), f"{row['train_spearman']:.3f}",
-             f"{row['val_spearman']:.3f}", interval_text(row, "spearman")]
-            for task, group in curve.groupby("task", sort=False) for _, row in group.iterrows()]
+    of sizes reads), and the held-out Spearman with the reference teacher, with its interval (what is reported),
+    and its change from the share before (rising at the last doubling: the student lacks texts)."""
+    rows = []
+    for task, group in curve.groupby("task", sort=False):
+        change = group.sort_values("n_texts")["spearman"].diff()
+        for (_, row), step in zip(group.sort_values("n_texts").iterrows(), change):
+            rows.append([task, int(row["n_texts"]), str(row["variant"]), f"{row['train_spearman']:.3f}",
+                         f"{row['val_spearman']:.3f}", interval_text(row, "spearman"),
+                         "" if pd.isna(step) else f"{step:+.3f}"])
     return table_lines(["task", "teacher texts", "variant kept", "Spearman with its labels: training",
-                        "validation", "held-out Spearman with the reference"], rows)
+                        "validation", "held-out Spearman with the reference", "held-out: change from the share before"],
+                       rows)
