@@ -5,12 +5,23 @@ artifacts and the CLI."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in blocks: what a record, a run's data inputs and a packaged encoder's
+    parts are checked by."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def partial_name(path: Path) -> Path:

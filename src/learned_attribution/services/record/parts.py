@@ -24,7 +24,7 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
-from learned_attribution.core.atomic import atomic_file
+from learned_attribution.core.atomic import atomic_file, file_sha256
 
 LOCK_NAME = ".record.lock"
 
@@ -67,11 +67,6 @@ def source_digest(paths: Sequence[Path]) -> str:
     return hasher.hexdigest()[:16]
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 (hex) of a file's bytes: what a record keeps to refuse a table edited by hand."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def csv_bytes(rows: pd.DataFrame) -> bytes:
     """A part's table as the bytes it is stored as (4 significant decimals: a record is small)."""
     buffer = io.StringIO()
@@ -88,7 +83,7 @@ def finished(path: Path, fingerprint: str) -> bool:
     checksum its own)."""
     meta = read_meta(path)
     return meta is not None and meta.fingerprint == fingerprint and path.is_file() and \
-        file_digest(path) == meta.sha256
+        file_sha256(path) == meta.sha256
 
 
 def read_meta(path: Path) -> PartMeta | None:

@@ -20,10 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from learned_attribution.core.atomic import write_text_atomically
+from learned_attribution.core.atomic import file_sha256, write_text_atomically
 
 from ..checkout import git_commit, tracked_files_changed
-from .parts import RecordError, file_digest
+from .parts import RecordError
 
 # Per pipeline, the report files (paths under the reports folder, glob patterns) the record keeps: tables, the
 # pages made of them and the run's own charts; never outputs, weights or stores.
@@ -142,7 +142,7 @@ def recorded_runs(record_reports: str | Path) -> dict[str, RecordedRun]:
             path = root / name
             if not path.is_file():
                 raise RecordError(f"{path}: listed by the {pipeline} run's identity but missing")
-            if file_digest(path) != sha256:
+            if file_sha256(path) != sha256:
                 raise RecordError(f"{path}: its bytes differ from those recorded (edited by hand?): run "
                                   f"`learned-attribution record add --pipeline {pipeline}` again from the run's reports")
     return runs
@@ -152,7 +152,7 @@ def write_benchmark_run(folder: str | Path, name: str, identity: Mapping[str, An
     """A benchmark's run in the record, written after its `tables` (files in `folder`): `<name>.json` with the run's
     identity (`run_identity` at its start), its end and each table's SHA-256; complete or absent."""
     folder = Path(folder)
-    files = {table: file_digest(folder / table) for table in tables}
+    files = {table: file_sha256(folder / table) for table in tables}
     write_text_atomically(folder / f"{name}.json",
                           RecordedRun(**{**identity, "finished": finished_now(), "files": files}).to_json())
 
@@ -167,7 +167,7 @@ def recorded_benchmark(folder: str | Path, name: str) -> RecordedRun | None:
     for table, sha256 in (run.files or {}).items():
         if not (Path(folder) / table).is_file():
             raise RecordError(f"{Path(folder) / table}: listed by {path} but missing")
-        if file_digest(Path(folder) / table) != sha256:
+        if file_sha256(Path(folder) / table) != sha256:
             raise RecordError(f"{Path(folder) / table}: its bytes differ from those {path} lists (edited by hand?): "
                               f"rerun benchmarks/{name}.py")
     return run
@@ -201,7 +201,7 @@ def add_run(reports: str | Path, record_reports: str | Path, pipeline: str) -> R
     for name in sources:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(reports / name, root / name)
-        files[name] = file_digest(root / name)
+        files[name] = file_sha256(root / name)
     recorded = RecordedRun(**{**run.__dict__, "files": files})
     (root / IDENTITY_FOLDER).mkdir(parents=True, exist_ok=True)
     write_text_atomically(root / IDENTITY_FOLDER / f"{pipeline}.json", recorded.to_json())

@@ -21,6 +21,8 @@ from mlflow.entities import DatasetInput, InputTag, ViewType
 from mlflow.tracking import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 
+from learned_attribution.core.atomic import file_sha256
+
 logger = logging.getLogger(__name__)
 
 PARAMETER = "mlflow.tracking_uri"
@@ -223,15 +225,6 @@ class GuardedLogging:
             logger.warning("MLflow: %s was not logged (%s); the run goes on (mlflow.strict: true stops instead)",
                            what, message)
             return None
-
-
-def file_sha256(path: str | Path) -> str:
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def raw_file_inputs(files: dict[str, str | Path]) -> list:
