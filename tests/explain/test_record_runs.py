@@ -97,7 +97,7 @@ def test_a_table_of_two_runs_is_refused_and_each_report_belongs_to_one_pipeline(
 
 def test_a_partial_run_and_its_command_line_parameters_are_named(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps(identity("fewshot", partial={"only_missing_outputs": True},
-                                                         params={"compute.bf16": False, "a": 1})))
+                                                         params={"compute": {"bf16": False}, "a": 1})))  # as Kedro nests them
     assert RecordedRun.from_json(tmp_path / "r.json").label == (
         "`fewshot` run of 2026-01-02 04:05 UTC at commit 0123456789ab, resumed or partial (only_missing_outputs); "
         "--params a=1,compute.bf16=False; torch CPU capability AVX2, oneDNN ISA AVX2, bf16 autocast off")

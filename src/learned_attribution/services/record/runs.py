@@ -107,7 +107,7 @@ class RecordedRun:
         changed = " with uncommitted changes" if self.tracked_files_changed else ""
         partial = f", resumed or partial ({', '.join(sorted(self.partial))})" if self.partial else ""
         kernels = f"; {self.kernels}" if self.kernels else ""
-        params = (f"; --params {','.join(f'{key}={value}' for key, value in sorted(self.params.items()))}"
+        params = (f"; --params {','.join(f'{key}={value}' for key, value in sorted(_dotted(self.params).items()))}"
                   if self.params else "")
         return f"`{self.pipeline}` run of {when} at {commit}{changed}{partial}{params}{kernels}"
 
@@ -122,6 +122,17 @@ class RecordedRun:
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, indent=1, sort_keys=True) + "\n"
+
+
+def _dotted(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested run parameters as `--params` spells them: {"compute": {"bf16": False}} -> {"compute.bf16": False}."""
+    flat = {}
+    for key, value in params.items():
+        if isinstance(value, Mapping) and value:
+            flat.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def read_identities(reports: str | Path) -> dict[str, RecordedRun]:
