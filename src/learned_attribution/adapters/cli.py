@@ -27,9 +27,9 @@ from learned_attribution.core.models.artifacts import IncompatibleClassifierErro
 from learned_attribution.core.tasks import FOLDS
 from learned_attribution.core.explainers.teacher import TEACHER_BUDGETS
 from learned_attribution.core.explainers.learned import EXPNET_PLUS
-from learned_attribution.services.config.amortize import SIZES
 from learned_attribution.services.bundle import CARD, DEFAULT_MODELS_DIR, STUDENT
 from learned_attribution.services.checkout import git_commit
+from learned_attribution.services.config.amortize import SIZES
 from learned_attribution.services.explain import FoldExplainer, StudentExplainer
 from learned_attribution.services.explanation import WORD_SPLITS
 

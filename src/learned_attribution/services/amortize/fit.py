@@ -30,9 +30,9 @@ def fit(classifier: str | Path | TrainedClassifier, texts: Sequence[str | Sequen
       and lime, steps for integrated_gradients).
     - `sizes`: `quick` (the default) or `full`, the named max_texts, held_out_texts and reference_factor
       (`services.config.amortize.SIZES`); `settings` are `AmortizeSettings` fields (max_texts, held_out_texts,
-      reference_factor, seed, teacher_minutes, ...), and win over the size's. With `teacher_minutes`, the teacher stops starting parts after that many minutes and
-      `services.amortize.teacher.TeacherUnfinished` is raised: the parts are kept in `cache`, and the same call
-      continues them (a long teacher in several invocations).
+      reference_factor, seed, teacher_minutes, ...), and win over the size's. With `teacher_minutes`, the teacher
+      stops starting parts after that many minutes and `services.amortize.teacher.TeacherUnfinished` is raised:
+      the parts are kept in `cache`, and the same call continues them (a long teacher in several invocations).
     - `cache`: the teacher's resumable parts (default: `<output>.teacher` beside `output`).
     - `dask`: run the teacher as Dask tasks, on `"local"` (a LocalCluster of `dask_workers` workers) or a scheduler
       address such as `tcp://host:8786`.

@@ -149,14 +149,20 @@ def recorded_runs(record_reports: str | Path) -> dict[str, RecordedRun]:
         if run.files is None:
             raise RecordError(f"{root / IDENTITY_FOLDER / (pipeline + '.json')}: lists no files: not written by "
                               "`learned-attribution record add`")
-        for name, sha256 in run.files.items():
-            path = root / name
-            if not path.is_file():
-                raise RecordError(f"{path}: listed by the {pipeline} run's identity but missing")
-            if file_sha256(path) != sha256:
-                raise RecordError(f"{path}: its bytes differ from those recorded (edited by hand?): run "
-                                  f"`learned-attribution record add --pipeline {pipeline}` again from the run's reports")
+        check_files(root, run.files, f"the {pipeline} run's identity",
+                    f"run `learned-attribution record add --pipeline {pipeline}` again from the run's reports")
     return runs
+
+
+def check_files(root: Path, files: Mapping[str, str], listed_by: str, remedy: str) -> None:
+    """Each file of `files` (path under `root` -> SHA-256) is there with the bytes it was recorded with; else one
+    line naming it."""
+    for name, sha256 in files.items():
+        path = root / name
+        if not path.is_file():
+            raise RecordError(f"{path}: listed by {listed_by} but missing")
+        if file_sha256(path) != sha256:
+            raise RecordError(f"{path}: its bytes differ from those recorded (edited by hand?): {remedy}")
 
 
 def write_benchmark_run(folder: str | Path, name: str, identity: Mapping[str, Any], tables: Sequence[str]) -> None:
@@ -175,12 +181,7 @@ def recorded_benchmark(folder: str | Path, name: str) -> RecordedRun | None:
     if not path.is_file():
         return None
     run = RecordedRun.from_json(path)
-    for table, sha256 in (run.files or {}).items():
-        if not (Path(folder) / table).is_file():
-            raise RecordError(f"{Path(folder) / table}: listed by {path} but missing")
-        if file_sha256(Path(folder) / table) != sha256:
-            raise RecordError(f"{Path(folder) / table}: its bytes differ from those {path} lists (edited by hand?): "
-                              f"rerun benchmarks/{name}.py")
+    check_files(Path(folder), run.files or {}, str(path), f"rerun benchmarks/{name}.py")
     return run
 
 
