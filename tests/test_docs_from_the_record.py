@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from learned_attribution.services.reporting.results import write_results
+from learned_attribution.services.reporting.results import READMES, write_results  # the files with generated blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "record"
-READMES = ("README.md", "docs/fewshot.md", "docs/amortize.md")  # the files with generated blocks
 DOCS = (ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 GENERATED = "docs/results.md"  # written whole by `learned-attribution results`
 

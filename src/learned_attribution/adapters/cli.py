@@ -377,9 +377,9 @@ def log_student(args: argparse.Namespace, output: Path, bundle) -> str:
 
 
 def results_command(args: argparse.Namespace) -> int:
-    from learned_attribution.services.reporting.results import write_results  # matplotlib and the reports stack
+    from learned_attribution.services.reporting.results import READMES, write_results  # matplotlib, the reports
 
-    readmes = args.readme or ["README.md", "docs/fewshot.md", "docs/amortize.md"]
+    readmes = args.readme or list(READMES)
     readmes = [] if readmes == ["none"] else [r for r in readmes if r != "none"]
     written = write_results(args.reports, args.output, readmes, base_reports=args.base_reports, record=None if args.record == "none" else args.record)
     print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)

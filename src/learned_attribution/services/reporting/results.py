@@ -311,6 +311,10 @@ def comparison_source(reports: Reports, base: Reports) -> str:
            f"{base.run_label('crosstask')} (`{base.folder}`).*"
 
 
+# The files whose marked blocks `learned-attribution results` fills by default (and CI regenerates).
+READMES = ("README.md", "docs/fewshot.md", "docs/amortize.md")
+
+
 def amortize_wall_time(run: RecordedRun) -> str:
     """The amortize run's wall time beside its target (the three task classifiers' students within 90 minutes on a
     2-core CPU at the default sizes); the run's source line, above it, names its `--params` and kernels."""
