@@ -1,12 +1,14 @@
 """`learned-attribution explain`: explain new text with a trained fold or student (see docs/explain.md);
 `learned-attribution fit`: train a student of an expensive method for any classifier (docs/amortize.md), or
-refit a fold's ExpNet+ on your rationales; `learned-attribution suggest`: which texts to annotate (docs/fewshot.md).
+refit a fold's ExpNet+ on your rationales; `learned-attribution suggest`: which texts to annotate (docs/fewshot.md);
+`learned-attribution explore`: browse, explain and annotate in a browser (docs/explorer.md).
 
     learned-attribution explain --fold heldout_sst2 "A gutsy and exhilarating movie ." --output out.jsonl --html out.html
     learned-attribution explain --fold heldout_cola --input sentences.txt --method expnet_plus --method saliency
     learned-attribution fit --classifier my_model/ --input texts.txt --teacher kernel_shap --output my_student/
     learned-attribution explain --explainer my_student/ "A gutsy and exhilarating movie ."
     learned-attribution suggest --fold heldout_sst2 --input texts.txt --k 32 --output to_annotate.json
+    learned-attribution explore --data data --port 8765
 """
 from __future__ import annotations
 
@@ -255,7 +257,24 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--record", default="docs/record/reports", help="the record's reports folder "
                                                                      "(default: docs/record/reports)")
     add.set_defaults(run=record_add_command)
+    explore = commands.add_parser("explore", help="browse, explain and annotate in a browser (docs/explorer.md)",
+                                  description="A local web app on a data folder: each fold's held-out examples with "
+                                              "the human rationale and every method's map, typed text explained, "
+                                              "annotate suggested texts and refit ExpNet+.")
+    explore.add_argument("--data", default="data", help="the data folder of a run (default: data)")
+    explore.add_argument("--host", default="127.0.0.1", help="the interface to listen on (default: 127.0.0.1, "
+                                                             "this machine only)")
+    explore.add_argument("--port", type=int, default=8765, help="default: 8765")
+    explore.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    explore.set_defaults(run=explore_command)
     return parser
+
+
+def explore_command(args: argparse.Namespace) -> int:
+    from learned_attribution.adapters.explorer.server import serve  # the web stack: only for this command
+
+    serve(args.data, host=args.host, port=args.port, device=args.device)
+    return 0
 
 
 def fit_command(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,8 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
                    models_dir: str | Path = bundles.DEFAULT_MODELS_DIR, test_ids: Sequence[str] | None = None,
                    test_check: bool = True, settings: "FewShotSettings | None" = None, max_length: int | None = None,
                    batch_size: int = 16, device: str = "auto", rationale_labels: Sequence[str] | None = None,
-                   class_field: str | None = None) -> FoldExplainer:
+                   class_field: str | None = None,
+                   progress: Callable[[str, float], None] | None = None) -> FoldExplainer:
     """A fold's ExpNet+ refit on your own annotated examples (`rationales`: a rationale file in evaluate_external's
     formats, docs/external_rationales.md: word-level, or character spans from span JSONL, doccano or Label Studio)
     with a cross-task fit as its prior (`core.models.learned.fewshot`), for `classifier` (default: the fold's own,
@@ -56,13 +57,17 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
     will score on), by default the run's own test examples of the fold's held-out task
     (`07_model_output/rationale_predictions_<task>.parquet` beside `models_dir`); where neither is there the fit is
     refused, unless `test_check=False`. The card's `fewshot` entry records the file, n, the choice used (k, prior,
-    variant, schedule) and whether the test check ran."""
+    variant, schedule) and whether the test check ran. `progress(stage, fraction done)` is called as each stage
+    starts (the explorer's progress bar)."""
+    report = progress or (lambda stage, fraction: None)
+    report("loading the fold", 0.02)
     checked = _test_ids(fold, models_dir, test_ids, test_check)
     prior = FoldExplainer.from_fold(fold, classifier, models_dir=models_dir, device=device, max_length=max_length)
     if EXPNET_PLUS in prior.incompatible:
         raise artifacts.IncompatibleClassifierError(prior.incompatible[EXPNET_PLUS])
     model, tokenizer = prior.classifier.model, prior.classifier.tokenizer
     n_classes = int(model.config.num_labels)
+    report("reading the annotations", 0.15)
     examples = read_rationale_file(rationales, n_classes=n_classes,
                                    class_names=class_names_of(getattr(model.config, "id2label", None), n_classes),
                                    rationale_labels=rationale_labels, class_field=class_field, tokenizer=tokenizer)
@@ -99,13 +104,16 @@ def fit_rationales(fold: str | Path, rationales: str | Path, output: str | Path,
     schedule = settings or schedule
     logger.info("%s: fitting %s (prior %s) on %d annotated examples: %s", rationales, learned.variant.name,
                 prior_name, n_examples, schedule)
+    report("the classifier's signals on the annotated texts", 0.3)
     projected = projected.assign(predicted=predict_proba(model, list(projected["input_ids"]), batch_size,
                                                          tokenizer.pad_token_id).argmax(1))
     # Signals of the class each rationale supports (the annotator's; the predicted one where the file gives none).
     projected[EXPLAINED] = np.where(projected["label"] != NO_CLASS, projected["label"], projected["predicted"])
     rows = pd.concat(signal_rows(model, tokenizer, projected, learned.variant.feature_sets, prior.layer, batch_size),
                      ignore_index=True)
+    report("fitting", 0.55)
     tuned = fine_tune(learned, rows, schedule)
+    report("writing the fold folder", 0.9)
     bundle = prior.bundle
     card = {**bundle.card, "fewshot": {
         "rationales": str(rationales), "n_examples": n_examples, "fold_folder": str(prior.folder),

@@ -1,0 +1,1 @@
+"""The explorer in the browser (`learned-attribution explore`): the web app (`app.py`) and its server (`server.py`)."""
