@@ -103,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
     from learned_attribution.core.atomic import atomic_file
     from learned_attribution.core.models.runner import kernels_description
     from learned_attribution.services.explore.explorer import Explorer
+    from learned_attribution.services.explore.fold_view import PAGE_SIZE
     from learned_attribution.services.record.runs import run_identity, write_benchmark_run
 
     args = parse_args(argv)
@@ -146,8 +147,8 @@ def main(argv: Sequence[str] | None = None) -> pd.DataFrame:
             page.screenshot(path=args.screenshots / "annotate.png", full_page=True)
             print(f"wrote screenshots to {args.screenshots}")
         browser.close()
-    table = pd.DataFrame(rows).assign(fold=args.fold, n_examples=len(view.examples), preload_s=round(preload_s, 2),
-                                      target_ms=TARGET_MS)
+    table = pd.DataFrame(rows).assign(fold=args.fold, n_examples=len(view.examples), page_size=PAGE_SIZE,
+                                      preload_s=round(preload_s, 2), target_ms=TARGET_MS)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     path = args.output_dir / "explorer_first_paint.csv"
     with atomic_file(path) as partial:

@@ -29,10 +29,11 @@ def copy_fold_outputs(source: Path, destination: Path) -> Path:
     """The SST-2 fold's outputs of a run (no few-shot choice: the refit's default path), nothing of the others."""
     for part in (f"06_models/{FOLD}", f"06_models/classifier_{TASK}"):
         shutil.copytree(source / part, destination / part, ignore=shutil.ignore_patterns("fewshot", "*.partial"))
-    for name in ("token_scores", "gold_token_scores", "rationale_predictions"):
-        target = destination / "07_model_output" / f"{name}_{TASK}.parquet"
+    for name in ("07_model_output/token_scores", "07_model_output/gold_token_scores",
+                 "07_model_output/rationale_predictions", "02_intermediate/examples"):
+        target = destination / f"{name}_{TASK}.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source / "07_model_output" / f"{name}_{TASK}.parquet", target)
+        shutil.copy2(source / f"{name}_{TASK}.parquet", target)
     return destination
 
 
@@ -303,6 +304,27 @@ def test_the_port_in_use_is_one_line_naming_it_and_the_flag(explorer_data):
                                str(explorer_data), "--port", str(port)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: port {port} on 127.0.0.1 is in use: choose another with --port N"
+
+
+def test_the_pages_benchmark_records_first_paint_and_takes_the_screenshots(explorer_data, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import explorer_pages
+    from learned_attribution.services.record.runs import recorded_benchmark
+
+    arguments = ["--data", str(explorer_data), "--fold", FOLD, "--repeats", "2", "--texts", "12",
+                 "--output-dir", str(tmp_path), "--screenshots", str(tmp_path / "shots")]
+    with ThreadPoolExecutor(1) as pool:  # its own thread: the module's synchronous Playwright holds this one's loop
+        table = pool.submit(explorer_pages.main, arguments).result(timeout=600)
+    assert list(table.groupby("view", sort=False).size()) == [2] * 5
+    assert (table["first_contentful_paint_ms"] > 0).all() and (table["examples_shown"] > 0).all()
+    run = recorded_benchmark(tmp_path, "explorer_first_paint")  # its table checked against its SHA-256
+    assert list(run.files) == ["explorer_first_paint.csv"] and run.params["fold"] == FOLD
+    assert sorted(p.name for p in (tmp_path / "shots").iterdir()) == ["annotate.png", "example.png", "explain.png",
+                                                                      "fold.png"]
+    from learned_attribution.services.reporting.explorer import first_paint_block
+
+    block = first_paint_block(pd.read_csv(tmp_path / "explorer_first_paint.csv"))
+    assert "| mispredicted | 2 |" in block and "Target, first paint within 2 s" in block
 
 
 def _annotation(item: dict) -> dict:

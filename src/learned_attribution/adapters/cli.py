@@ -243,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("--output", default="docs/results.md", help="the results document (default: docs/results.md)")
     results.add_argument("--readme", action="append", help="a file whose <!-- results:NAME --> blocks are rewritten "
                                                            "(repeatable; default: README.md, "
-                                                           "docs/fewshot.md and docs/amortize.md; "
+                                                           "docs/fewshot.md, docs/amortize.md and "
+                                                           "docs/explorer.md; "
                                                            "'none': no file)")
     results.set_defaults(run=results_command)
     record = commands.add_parser("record", help="the committed record of the runs' reports (docs/record.md)")

@@ -12,7 +12,7 @@ and from the record of every baseline on every example (docs/record/baselines). 
 (commit, date, kernels: the run's, so regenerating gives the same text); one table never mixes two runs' reports
 (`Reports.source`), a comparison across runs is a table of its own and says so. A report that is missing leaves its
 section out and the document says which; a README block whose table is missing is an error. Marked blocks
-(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md, docs/fewshot.md and docs/amortize.md
+(`<!-- results:NAME -->` ... `<!-- /results:NAME -->`) in README.md, docs/fewshot.md, docs/amortize.md and docs/explorer.md
 are rewritten in place.
 
 Here: which reports there are (`Reports`), the document's sections and the blocks a README embeds; the tables of
@@ -38,6 +38,7 @@ from .cost import pareto_table, serving_table, stage_table, throughput_compariso
 from .crosstask import (by_prediction_table, classifier_comparison_table, classifier_table, headline_table,
                         modes_table,
                         paper_comparison_table, shape_free_table, transfer_table)
+from .explorer import first_paint_block
 from .fewshot import fewshot_headline, suggestion_rules_block
 from .rewrite import ResultsError, fill_marked_blocks
 from .selection_rules import track_record_section
@@ -92,6 +93,7 @@ class Reports:
     record_summary: str | None = None  # README's table of it (`record_summary`)
     suggestion_rules: str | None = None  # docs/fewshot.md's block, from the record of benchmarks/suggestion_rules.py
     learning_curve: str | None = None  # docs/amortize.md's block, from the record of benchmarks/student_learning_curve.py
+    first_paint: str | None = None  # docs/explorer.md's block, from the record of benchmarks/explorer_pages.py
     runs: dict[str, RecordedRun] | None = None  # the identity of each pipeline's run (`runs/<pipeline>.json`)
 
     def source(self, *names: str) -> str:
@@ -312,7 +314,7 @@ def comparison_source(reports: Reports, base: Reports) -> str:
 
 
 # The files whose marked blocks `learned-attribution results` fills by default (and CI regenerates).
-READMES = ("README.md", "docs/fewshot.md", "docs/amortize.md")
+READMES = ("README.md", "docs/fewshot.md", "docs/amortize.md", "docs/explorer.md")
 
 
 def amortize_wall_time(run: RecordedRun) -> str:
@@ -351,6 +353,8 @@ def marked_blocks(reports: Reports, base: Reports | None = None) -> dict[str, st
         blocks["suggestion_rules"] = reports.suggestion_rules
     if reports.learning_curve:
         blocks["student_learning_curve"] = reports.learning_curve
+    if reports.first_paint:
+        blocks["explorer_first_paint"] = reports.first_paint
     if reports.record_summary is not None:
         blocks["record"] = f"{RECORD_SOURCE} {RECIPE_CAVEAT}\n\n{reports.record_summary}"
     return blocks
@@ -382,6 +386,9 @@ def write_results(reports_folder: str | Path, output: str | Path | None, readmes
     if record is not None and (Path(record) / "student_learning_curve.csv").is_file():
         reports.learning_curve = (benchmark_source(Path(record), "student_learning_curve") + "\n\n"
                                   + learning_curve_table(pd.read_csv(Path(record) / "student_learning_curve.csv")))
+    if record is not None and (Path(record) / "explorer_first_paint.csv").is_file():
+        reports.first_paint = (benchmark_source(Path(record), "explorer_first_paint") + "\n\n"
+                               + first_paint_block(pd.read_csv(Path(record) / "explorer_first_paint.csv")))
     base = None
     if base_reports is not None and (Path(base_reports) / "crosstask_metrics.csv").is_file():
         base = Reports.read(base_reports)
