@@ -135,6 +135,8 @@ def test_readme_is_a_front_door_that_quotes_no_number_by_hand():
     assert len(readme.splitlines()) <= 188
     assert "python3 -m venv .venv && .venv/bin/pip install -e ." in readme and "kedro run --pipeline crosstask" in readme
     assert "python3 -m venv .venv && .venv/bin/pip install -e ." in (root / ".ci" / "run").read_text()
+    tests = 'apt-get install -y chromium && .venv/bin/pip install -e ".[dev]" && pytest'  # the explorer's browser too
+    assert tests in readme and tests in (root / ".ci" / "run").read_text()
     outside = re.sub(r"<!-- results:(\w+) -->.*?<!-- /results:\1 -->", "", readme, flags=re.DOTALL)
     assert outside != readme, "README has no generated headline block"
     assert not re.findall(r"\b0\.\d{2,}\b|\b\d+\.\d+x\b|\b\d+ min\b", outside)  # scores, cost ratios, run times
