@@ -108,6 +108,15 @@ def test_browse_filter_explain_annotate_refit_and_see_the_new_map(page, url, exp
     page.goto(shared)  # a shared address reopens the same fold, filter and example
     assert page.locator("section.example.focused a.permalink").inner_text() == example_id
     assert page.locator("#filter").input_value() == "mispredicted"
+    assets = page.eval_on_selector_all("script[src], link[href], img[src]",
+                                       "nodes => nodes.map(n => n.getAttribute('src') || n.getAttribute('href'))")
+    assert assets and all(a.startswith("/static/") for a in assets)  # offline: every asset served by the app
+    page.select_option("select[name='mode']", "gold")  # the class the humans marked: a mispredicted one's gold
+    page.click("#apply")
+    page.wait_for_url("**mode=gold**")
+    focused = page.locator("section.example.focused")
+    gold_class = focused.locator(".verdict").inner_text().split(" · ")[0].removeprefix("gold ")
+    assert focused.locator(".explained").inner_text() == f"explaining: {gold_class}"
 
     # 3. Explain a typed text for a chosen class (not the predicted one), with a contrast, and download the JSON.
     page.click("#nav-explain")
@@ -237,6 +246,8 @@ def test_annotations_are_refused_with_the_text_id_and_nothing_leaves_the_data_fo
     for filename in ("../../escaped.txt", "..", "/tmp/escaped.txt", "..\\escaped.txt"):
         answer = httpx.post(f"{api}/sessions", json={**body, "filename": filename})
         assert answer.status_code == 400 and "plain file name" in answer.json()["error"]
+    form = httpx.post(f"{api}/sessions", content=json.dumps(body), headers={"Content-Type": "text/plain"})
+    assert form.status_code == 400 and "as JSON" in form.json()["error"]  # what a cross-site form could send
     traversal = httpx.post(f"{url}/api/fold/..%2F..%2Fx/sessions", json=body)
     assert traversal.status_code in (400, 404)
     bad_session = httpx.post(f"{api}/sessions/..%2F..%2F/annotations", json={"annotations": []})

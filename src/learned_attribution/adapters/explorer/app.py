@@ -118,7 +118,7 @@ def create_app(explorer: Explorer) -> FastAPI:
         except InputError as error:
             return problem_page(request, fold, error)
         state = {"mode": mode, "filter": filter, "class": label, "sort": sort, "method": method,
-                 "versus": versus, "order": order}
+                 "versus": versus, "order": order, "example": example}
 
         def url(**changes) -> str:
             query = {k: v for k, v in {**state, "page": result.page, **changes}.items() if v not in ("", None)}
@@ -247,6 +247,9 @@ def _class_index(label: str, classes: Sequence[str]) -> int | None:
 
 
 async def _json_body(request: Request) -> dict:
+    # JSON only: a cross-site form (text/plain, no preflight) cannot then make this local server write anything.
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise InputError("send the request body as JSON (Content-Type: application/json)")
     try:
         body = await request.json()
     except ValueError as error:

@@ -130,9 +130,12 @@ class Explorer:
             # Its own copy of the classifier: explaining hooks a model's modules, and pages explain meanwhile.
             refit = fit_rationales(fold, annotations, output, models_dir=self.models_dir, device=self.device,
                                    progress=progress)
-            with self._loading:
-                self._explainers[output] = refit
             self.workspace.point_to(fold, session, output)
+            kept = set(self.workspace.current_refit(fold, session))
+            with self._loading:  # the session's older refits leave memory (each holds a classifier)
+                self._explainers[output] = refit
+                for key in [k for k in self._explainers if k.parent == output.parent and k not in kept]:
+                    del self._explainers[key]
             return {"refit": output.name, "fewshot": refit.card.get("fewshot", {}).get("choice")}
 
         return self.jobs.start(fold, session, run)
