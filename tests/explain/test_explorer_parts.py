@@ -178,3 +178,19 @@ def test_the_colours_diverge_around_zero_and_wordpieces_join():
     assert [c["style"][-5:-1] for c in unsigned] == ["0.00", "1.00"] and unsigned[1]["title"] == "0.6000"
     assert display_tokens(["war", "##th", "##og", "!"]) == [("war", False), ("th", False), ("og", False), ("!", True)]
     assert display_tokens(["▁The", "▁film", "s"]) == [("The", False), ("film", True), ("s", True)]
+
+
+def test_a_port_outside_the_range_or_taken_is_one_line():
+    import socket
+
+    from learned_attribution.adapters.explorer.server import check_port
+
+    for port in (0, 70000, -1):
+        with pytest.raises(InputError, match=f"--port {port}: a port is 1 to 65535"):
+            check_port("127.0.0.1", port)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(InputError, match=f"^port {port} on 127.0.0.1 is in use: choose another with --port N$"):
+            check_port("127.0.0.1", port)

@@ -21,6 +21,8 @@ DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 
 def check_port(host: str, port: int) -> None:
     """Refuse a port another program holds (an `InputError` naming it and `--port`)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise InputError(f"--port {port}: a port is 1 to 65535")
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from learned_attribution.core.data.classes import class_names_of
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.explainers import METHODS
 from learned_attribution.core.metrics.plausibility import example_aurocs
@@ -165,9 +166,8 @@ def load_fold_view(data_root: str | Path, fold: str) -> FoldView:
     card = json.loads(paths["card"].read_text())
     tokenizer = AutoTokenizer.from_pretrained(paths["classifier"])
     config = json.loads((paths["classifier"] / "config.json").read_text())
-    id2label = config.get("id2label") or {}
-    n_classes = len(id2label) or int(config.get("num_labels", 2))
-    classes = [str(id2label.get(str(i), f"LABEL_{i}")) for i in range(n_classes)]
+    n_classes = int(config.get("num_labels") or len(config.get("id2label") or {}) or 2)
+    classes = list(class_names_of(config.get("id2label"), n_classes) or (f"LABEL_{i}" for i in range(n_classes)))
     frames = {mode: pd.read_parquet(paths[mode], columns=["example_id", "method", "scores", "gold"])
               for mode in MODES}
     scored = set(frames["predicted"]["example_id"])
