@@ -42,18 +42,42 @@ def smoke_tracking_uri(tmp_path_factory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('smoke_mlflow') / 'mlflow.db'}"
 
 
+# The smoke pipelines run the real encoder, where every core helps (the smoke main job: 75 s on two threads, 109 s
+# on one); the unit tests' tiny models keep the suite's one thread (tests/conftest.py).
+SMOKE_THREADS = os.cpu_count() or 1
+SMOKE_ENV = {**os.environ, "OMP_NUM_THREADS": str(SMOKE_THREADS)}  # for a smoke run in a subprocess
+
+
+@contextlib.contextmanager
+def smoke_threads():
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(SMOKE_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def run_smoke(pipeline_name: str, tracking_uri: str, extra_params: dict | None = None,
               only_missing_outputs: bool = False) -> None:
     """`kedro run --pipeline <name> --env smoke [--only-missing-outputs]` in a real Kedro session, MLflow to
-    `tracking_uri`."""
+    `tracking_uri`, on every core."""
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
     params = {"mlflow": {"tracking_uri": tracking_uri, "experiment": "crosstask-smoke"}, **(extra_params or {})}
-    with in_project_root():
+    with in_project_root(), smoke_threads():
         bootstrap_project(PROJECT_ROOT)
         with KedroSession.create(project_path=PROJECT_ROOT, env="smoke", runtime_params=params) as session:
             session.run(pipeline_name=pipeline_name, only_missing_outputs=only_missing_outputs)
+
+
+@pytest.fixture(scope="session")
+def smoke_env() -> dict:
+    """The environment of a smoke run in a subprocess (every core, as `run_smoke`)."""
+    return dict(SMOKE_ENV)
 
 
 @pytest.fixture(scope="session")

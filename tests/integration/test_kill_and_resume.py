@@ -66,11 +66,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SMOKE_DATA = PROJECT_ROOT / "data" / "smoke"
 
 
-def kill_at(point: str, pipeline: str, uri: str, tmp_path: Path) -> None:
+def kill_at(point: str, pipeline: str, uri: str, tmp_path: Path, env: dict) -> None:
     script = tmp_path / "killer.py"
     script.write_text(KILLER)
     done = subprocess.run([sys.executable, str(script), point, uri, pipeline], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=900)
+                          text=True, timeout=900, env=env)
     assert done.returncode == -9, f"expected a SIGKILL at {point}: {done.returncode}\n{done.stderr[-3000:]}"
 
 
@@ -84,10 +84,10 @@ def clean(smoke_crosstask_run):
             "features": feature_table(SMOKE_DATA / "04_feature" / "attention_features_cola")}
 
 
-def test_killed_while_writing_features(clean, smoke_tracking_uri, smoke_runner, tmp_path):
+def test_killed_while_writing_features(clean, smoke_tracking_uri, smoke_runner, smoke_env, tmp_path):
     features = SMOKE_DATA / "04_feature" / "attention_features_cola"
     shutil.rmtree(features)
-    kill_at("features", "classifiers", smoke_tracking_uri, tmp_path)
+    kill_at("features", "classifiers", smoke_tracking_uri, tmp_path, smoke_env)
     partial = features.with_name(features.name + ".partial")
     assert not features.exists() and len(list(partial.glob("*.parquet"))) == 1  # 1 of 4 parts, not trusted
     smoke_runner("classifiers", smoke_tracking_uri, only_missing_outputs=True)
@@ -95,10 +95,10 @@ def test_killed_while_writing_features(clean, smoke_tracking_uri, smoke_runner, 
     pd.testing.assert_frame_equal(feature_table(features), clean["features"])
 
 
-def test_killed_while_saving_a_model(clean, smoke_tracking_uri, smoke_runner, tmp_path):
+def test_killed_while_saving_a_model(clean, smoke_tracking_uri, smoke_runner, smoke_env, tmp_path):
     fold = SMOKE_DATA / "06_models" / "heldout_sst2"
     shutil.rmtree(fold)
-    kill_at("model", "crosstask", smoke_tracking_uri, tmp_path)
+    kill_at("model", "crosstask", smoke_tracking_uri, tmp_path, smoke_env)
     # ExpNet+'s weights were written, its config and the card not: the fold's folder is not there
     assert not fold.exists() and (fold.with_name("heldout_sst2.partial") / "expnet_plus").is_dir()
     smoke_runner("crosstask", smoke_tracking_uri, only_missing_outputs=True)
@@ -106,10 +106,10 @@ def test_killed_while_saving_a_model(clean, smoke_tracking_uri, smoke_runner, tm
                                   clean["metrics"])
 
 
-def test_killed_while_scoring(clean, smoke_tracking_uri, smoke_runner, tmp_path):
+def test_killed_while_scoring(clean, smoke_tracking_uri, smoke_runner, smoke_env, tmp_path):
     fold_metrics = SMOKE_DATA / "08_reporting" / "crosstask" / "fold_metrics_sst2.csv"
     fold_metrics.unlink()
-    kill_at("scoring", "crosstask", smoke_tracking_uri, tmp_path)
+    kill_at("scoring", "crosstask", smoke_tracking_uri, tmp_path, smoke_env)
     assert not fold_metrics.exists()
     client = MlflowClient(smoke_tracking_uri)
     experiment = client.get_experiment_by_name("crosstask-smoke")

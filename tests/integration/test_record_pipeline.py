@@ -4,7 +4,6 @@ right after a part landed, once between a part's table and its sidecar. The resu
 record's occlusion rows on the main job's sample are the main job's own numbers for those examples."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -57,8 +56,8 @@ KILLER = textwrap.dedent('''
 ''')
 
 
-def run_record(point: str, count: int, tracking_uri: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+def run_record(point: str, count: int, tracking_uri: str, smoke_env: dict) -> subprocess.CompletedProcess:
+    env = {**smoke_env, "HF_HUB_OFFLINE": "1"}
     return subprocess.run([sys.executable, "-c", KILLER, point, str(count), tracking_uri], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
 
@@ -68,21 +67,21 @@ def finished_parts() -> dict[Path, int]:
 
 
 def test_a_record_run_killed_twice_resumes_without_recomputing_a_finished_part(smoke_crosstask_run,
-                                                                               smoke_tracking_uri, tmp_path):
+                                                                               smoke_tracking_uri, smoke_env, tmp_path):
     import shutil
 
     shutil.rmtree(RECORD.parent, ignore_errors=True)
-    first = run_record("after_part", 3, smoke_tracking_uri)
+    first = run_record("after_part", 3, smoke_tracking_uri, smoke_env)
     assert first.returncode == -9, first.stderr[-2000:]
     kept = finished_parts()
     assert len(kept) == 3  # the first fold's main-job part and two occlusion parts
-    second = run_record("before_sidecar", 4, smoke_tracking_uri)
+    second = run_record("before_sidecar", 4, smoke_tracking_uri, smoke_env)
     assert second.returncode == -9, second.stderr[-2000:]
     cut_short = [p for p in RECORD.rglob("part-*.csv") if not p.with_suffix(".json").is_file()]
     assert len(cut_short) == 1  # its table landed, its sidecar never did: not a finished part
     assert {p: finished_parts()[p] for p in kept} == kept
     kept = finished_parts()
-    last = run_record("none", 0, smoke_tracking_uri)
+    last = run_record("none", 0, smoke_tracking_uri, smoke_env)
     assert last.returncode == 0, last.stderr[-3000:]
     assert {p: finished_parts()[p] for p in kept} == kept  # nothing finished was recomputed
     assert cut_short[0] in finished_parts()

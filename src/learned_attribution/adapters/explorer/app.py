@@ -107,13 +107,15 @@ def create_app(explorer: Explorer) -> FastAPI:
     @app.get("/fold/{fold}", response_class=HTMLResponse)
     def fold_page(request: Request, fold: str, mode: str = "predicted", filter: str = "all",
                   label: str = Query("", alias="class"), sort: str = "id", method: str = "",
-                  versus: str = "", order: str = "asc", page_number: int = Query(1, alias="page"),
+                  versus: str = "", order: str = "asc", page_number: str = Query("1", alias="page"),
                   example: str = ""):
         try:
+            if not page_number.isdigit():
+                raise InputError(f"page={page_number!r}: a page number (1, 2, ...)")
             view = explorer.view(fold)
             label_index = _class_index(label, view.classes)
             result = view.query(mode, filter, label_index, sort, method or None, versus or None, order == "desc",
-                                page_number)
+                                int(page_number))
             focused = view.example(example, mode, method or None, versus or None) if example else None
         except InputError as error:
             return problem_page(request, fold, error)
