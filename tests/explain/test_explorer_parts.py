@@ -194,3 +194,13 @@ def test_a_port_outside_the_range_or_taken_is_one_line():
         port = taken.getsockname()[1]
         with pytest.raises(InputError, match=f"^port {port} on 127.0.0.1 is in use: choose another with --port N$"):
             check_port("127.0.0.1", port)
+
+
+def test_the_summary_is_each_methods_mean_auroc_with_its_interval_over_the_matching_examples(data_root):
+    view = load_fold_view(data_root, "heldout_sst2")
+    rows = {row["method"]: row for row in view.summary()}
+    assert rows["expnet_plus"]["n"] == 3 and rows["expnet_plus"]["mean"] == pytest.approx(0.5)  # (1 + 0 + 0.5) / 3
+    assert rows["saliency"]["mean"] == pytest.approx(1 / 6)
+    assert rows["expnet_plus"]["low"] <= 0.5 <= rows["expnet_plus"]["high"]
+    wrong = {row["method"]: row for row in view.summary(subset="mispredicted")}
+    assert (wrong["expnet_plus"]["n"], wrong["expnet_plus"]["mean"], wrong["expnet_plus"]["low"]) == (1, 0.0, 0.0)

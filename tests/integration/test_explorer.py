@@ -99,6 +99,13 @@ def test_browse_filter_explain_annotate_refit_and_see_the_new_map(page, url, exp
     assert page.locator("#count").inner_text().startswith(f"{n_wrong} examples match")
     verdicts = page.locator("section.example .verdict").all_inner_texts()
     assert verdicts and all("(mispredicted)" in v for v in verdicts)
+    # The mean AUROC of the matching examples, over those where it is defined (both kinds of token marked).
+    scores = pd.read_parquet(explorer_data / "07_model_output" / f"token_scores_{TASK}.parquet")
+    wrong_ids = set(examples.loc[~examples["correct"], "example_id"])
+    defined = scores[(scores["method"] == "expnet_plus") & scores["example_id"].isin(wrong_ids)
+                     & scores["gold"].map(lambda gold: 0 < sum(gold) < len(gold))]
+    summary = page.locator("#summary tr[data-method='expnet_plus'] td")
+    assert summary.nth(1).text_content() == f"{len(defined)} examples" and "[" in summary.nth(2).text_content()
     example_link = page.locator("section.example a.permalink").first
     example_id = example_link.inner_text()
     example_link.click()

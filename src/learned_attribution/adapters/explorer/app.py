@@ -117,6 +117,7 @@ def create_app(explorer: Explorer) -> FastAPI:
             result = view.query(mode, filter, label_index, sort, method or None, versus or None, order == "desc",
                                 int(page_number))
             focused = view.example(example, mode, method or None, versus or None) if example else None
+            summary = view.summary(mode, filter, label_index)
         except InputError as error:
             return problem_page(request, fold, error)
         state = {"mode": mode, "filter": filter, "class": label, "sort": sort, "method": method,
@@ -134,7 +135,7 @@ def create_app(explorer: Explorer) -> FastAPI:
             item["url"] = url(example=item["example_id"])
         counts = {"all": len(view.examples), "mispredicted": int((~view.examples["correct"]).sum())}
         return page(request, "fold.html", fold=fold, view=view, result=result, focused=focused, state=state,
-                    url=url, modes=MODES, filters=FILTERS, counts=counts)
+                    url=url, modes=MODES, filters=FILTERS, counts=counts, summary=summary)
 
     @app.get("/fold/{fold}/explain", response_class=HTMLResponse)
     def explain_page(request: Request, fold: str, text: str = "", method: list[str] = Query(default=[]),

@@ -17,7 +17,7 @@ import pandas as pd
 from learned_attribution.core.data.classes import class_names_of
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.explainers import METHODS
-from learned_attribution.core.metrics.plausibility import example_aurocs
+from learned_attribution.core.metrics.plausibility import bootstrap_ci, example_aurocs
 from learned_attribution.core.tasks import FOLDS, held_out_task
 
 MODES = ("predicted", "gold")
@@ -77,6 +77,7 @@ class FoldView:
     aurocs: dict[str, pd.DataFrame]  # mode -> [example_id x method] per-example AUROC
     best_baseline: str | None = None
     _disagreements: dict[tuple[str, str, str], pd.Series] = field(default_factory=dict, repr=False)
+    _summaries: dict[tuple, list[dict]] = field(default_factory=dict, repr=False)
 
     def class_name(self, index: int) -> str:
         return self.classes[index] if 0 <= index < len(self.classes) else str(index)
@@ -101,15 +102,8 @@ class FoldView:
         filtered to the mispredicted or correct ones and/or one gold class, sorted by id, by a method's AUROC or
         by the disagreement of `method` and `versus`, one page of them."""
         _check(mode, MODES, "mode")
-        _check(subset, FILTERS, "filter")
         _check(sort, SORTS, "sort")
-        rows = self.examples
-        if subset != "all":
-            rows = rows[~rows["correct"]] if subset == "mispredicted" else rows[rows["correct"]]
-        if label is not None:
-            if not 0 <= label < len(self.classes):
-                raise InputError(f"class={label}: the classes are 0..{len(self.classes) - 1} ({self.classes})")
-            rows = rows[rows["label"] == label]
+        rows = self._matching(subset, label)
         key = None
         if sort == "auroc":
             self._check_method(method, "method")
@@ -127,6 +121,36 @@ class FoldView:
         chosen = rows.iloc[(page - 1) * page_size: page * page_size]
         return Page([self.example(row.example_id, mode, method, versus) for row in chosen.itertuples()],
                     total, page, pages)
+
+    def summary(self, mode: str = "predicted", subset: str = "all", label: int | None = None,
+                n_boot: int = 1000) -> list[dict]:
+        """Per method, over the matching examples it scored: their number and the mean per-example AUROC with its
+        bootstrap 95% interval (`core.metrics.bootstrap_ci`, seeded); what sets the correct and the mispredicted
+        examples apart at a glance. The floor, random scores, is 0.5 in expectation."""
+        _check(mode, MODES, "mode")
+        key = (mode, subset, label)
+        if key not in self._summaries:
+            ids = self._matching(subset, label)["example_id"]
+            rows = []
+            for method in self.methods:
+                values = self.aurocs[mode][method].reindex(ids).dropna().to_numpy()
+                low, high = bootstrap_ci(values, n_boot=n_boot) if len(values) else (np.nan, np.nan)
+                rows.append({"method": method, "n": len(values), "mean": _finite(values.mean()) if len(values)
+                             else None, "low": _finite(low), "high": _finite(high)})
+            self._summaries[key] = rows
+        return self._summaries[key]
+
+    def _matching(self, subset: str, label: int | None) -> pd.DataFrame:
+        """The examples of a filter (all, mispredicted, correct) and, with `label`, of one gold class."""
+        _check(subset, FILTERS, "filter")
+        rows = self.examples
+        if subset != "all":
+            rows = rows[~rows["correct"]] if subset == "mispredicted" else rows[rows["correct"]]
+        if label is not None:
+            if not 0 <= label < len(self.classes):
+                raise InputError(f"class={label}: the classes are 0..{len(self.classes) - 1} ({self.classes})")
+            rows = rows[rows["label"] == label]
+        return rows
 
     def example(self, example_id: str, mode: str = "predicted", method: str | None = None,
                 versus: str | None = None) -> dict:
