@@ -20,8 +20,9 @@ from .. import bundle as bundles
 from ..explain import FoldExplainer
 from ..explanation import Explanation
 from ..fewshot.choice import describe
+from ..fewshot.refit import fit_rationales
 from .fold_view import FoldView, MissingFoldOutputs, check_fold, load_fold_view, missing_outputs
-from .workspace import RefitJob, RefitJobs, Workspace
+from .workspace import ANNOTATIONS, RefitJob, RefitJobs, Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -118,15 +119,13 @@ class Explorer:
     def refit(self, fold: str, session: str) -> RefitJob:
         """Start the refit of `fold`'s ExpNet+ on the session's saved annotations (one per fold at a time): a
         new fold folder in the session, which becomes its explainer once complete."""
-        annotations = self.workspace.session_folder(fold, session) / "annotations.jsonl"
+        annotations = self.workspace.session_folder(fold, session) / ANNOTATIONS
         if not annotations.is_file():
             raise InputError(f"session {session}: no annotations saved yet; mark words of the suggested texts and "
                              "save them first")
 
         def run(job: RefitJob, progress) -> dict:
             output = self.workspace.next_refit_folder(fold, session)
-            from ..fewshot.refit import fit_rationales
-
             # Its own copy of the classifier: explaining hooks a model's modules, and pages explain meanwhile.
             refit = fit_rationales(fold, annotations, output, models_dir=self.models_dir, device=self.device,
                                    progress=progress)
