@@ -61,7 +61,7 @@ class Workspace:
         if not SESSION_ID.match(str(session)):
             raise InputError(f"session {session!r}: not a session id of the explorer")
         folder = inside(self.fold_folder(fold), "sessions", session)
-        if not folder.is_dir():
+        if not (folder / SUGGESTED).is_file():  # a session is its suggested texts, written last
             raise InputError(f"session {session} of {fold} does not exist")
         return folder
 
