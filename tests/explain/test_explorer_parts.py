@@ -204,3 +204,27 @@ def test_the_summary_is_each_methods_mean_auroc_with_its_interval_over_the_match
     assert rows["expnet_plus"]["low"] <= 0.5 <= rows["expnet_plus"]["high"]
     wrong = {row["method"]: row for row in view.summary(subset="mispredicted")}
     assert (wrong["expnet_plus"]["n"], wrong["expnet_plus"]["mean"], wrong["expnet_plus"]["low"]) == (1, 0.0, 0.0)
+
+
+def test_the_refit_plan_names_the_stored_choice_and_the_curves_expectation_or_the_default(data_root):
+    from learned_attribution.core.models.learned.fewshot import FOLD_PRIOR, ChosenRefit, FewShotChoice, FewShotSettings
+    from learned_attribution.services.bundle import FEWSHOT, write_fewshot_choice
+    from learned_attribution.services.explore.explorer import Explorer
+
+    explorer = Explorer(data_root, device="cpu")
+    default = explorer.fewshot_plan("heldout_sst2", 8)
+    assert not default["stored"] and "documented default" in default["choice"] and default["expected"] is None
+
+    schedule = FewShotSettings(steps=20, batch_size=8)
+    write_fewshot_choice(FewShotChoice("heldout_sst2", {8: ChosenRefit(FOLD_PRIOR, "any", schedule),
+                                                        32: ChosenRefit(FOLD_PRIOR, "any", schedule)}),
+                         data_root / "06_models" / "heldout_sst2" / FEWSHOT)
+    summary = data_root / "08_reporting" / "fewshot_summary.csv"
+    summary.parent.mkdir()
+    pd.DataFrame({"fold": ["heldout_sst2"] * 2, "k": [8, 32], "draws": [5, 5], "auroc": [0.71, 0.74],
+                  "auroc_low": [0.70, 0.73], "auroc_high": [0.72, 0.75], "baseline_auroc": [0.70, 0.70],
+                  "best_baseline": ["saliency"] * 2}).to_csv(summary, index=False)
+    for n, k, auroc in ((8, 8, 0.71), (20, 8, 0.71), (40, 32, 0.74), (3, 8, 0.71)):  # the nearest k below (or the
+        plan = explorer.fewshot_plan("heldout_sst2", n)                               # smallest), as the refit reads
+        assert plan["stored"] and plan["k"] == k and f"at k = {k} (of [8, 32])" in plan["choice"]
+        assert plan["expected"]["auroc"] == auroc and plan["expected"]["baseline"] == "saliency"
