@@ -17,6 +17,7 @@ import pandas as pd
 from learned_attribution.core.data.classes import class_names_of
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.explainers import METHODS
+from learned_attribution.core.metrics.fidelity import example_spearmans
 from learned_attribution.core.metrics.plausibility import bootstrap_ci, example_aurocs
 from learned_attribution.core.tasks import FOLDS, held_out_task
 
@@ -68,6 +69,8 @@ class Page:
 
 @dataclass
 class FoldView:
+    """A fold's scored held-out examples with every method's token scores and per-example AUROC, in both modes."""
+
     fold: str
     task: str
     classes: list[str]
@@ -88,11 +91,10 @@ class FoldView:
         key = (mode, first, second)
         if key not in self._disagreements:
             a, b = self.scores[mode].get(first, {}), self.scores[mode].get(second, {})
-            values = {}
-            for example_id in self.examples["example_id"]:
-                x, y = a.get(example_id), b.get(example_id)
-                values[example_id] = np.nan if x is None or y is None else 1.0 - _spearman(x, y)
-            self._disagreements[key] = pd.Series(values, dtype=float)
+            both = [i for i in self.examples["example_id"] if i in a and i in b]
+            rho = example_spearmans([(np.asarray(a[i]), np.asarray(b[i])) for i in both]) if both else []
+            self._disagreements[key] = pd.Series(1.0 - np.asarray(rho, dtype=float), index=both,
+                                                 dtype=float).reindex(self.examples["example_id"])
         return self._disagreements[key]
 
     def query(self, mode: str = "predicted", subset: str = "all", label: int | None = None, sort: str = "id",
@@ -227,13 +229,6 @@ def _aurocs(frame: pd.DataFrame) -> pd.DataFrame:
                                 groups)
         columns[method] = pd.Series(values, index=np.unique(groups))
     return pd.DataFrame(columns)
-
-
-def _spearman(x, y) -> float:
-    x, y = pd.Series(x, dtype=float), pd.Series(y, dtype=float)
-    if len(x) != len(y) or len(x) < 2 or x.nunique() < 2 or y.nunique() < 2:
-        return np.nan
-    return float(np.corrcoef(x.rank().to_numpy(), y.rank().to_numpy())[0, 1])
 
 
 def _signed(method: str) -> bool:
