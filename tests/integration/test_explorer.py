@@ -125,6 +125,10 @@ def test_browse_filter_explain_annotate_refit_and_see_the_new_map(page, url, exp
     gold_class = focused.locator(".verdict").inner_text().split(" · ")[0].removeprefix("gold ")
     assert focused.locator(".explained").inner_text() == f"explaining: {gold_class}"
 
+    # An example opens in the explain page, to be explained for any class.
+    page.click("section.example.focused a.retarget")
+    assert page.locator("#text").input_value() == examples.set_index("example_id").at[example_id, "text"]
+
     # 3. Explain a typed text for a chosen class (not the predicted one), with a contrast, and download the JSON.
     page.click("#nav-explain")
     text = "The acting is wonderful but the script is lazy ."
