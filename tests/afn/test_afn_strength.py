@@ -5,7 +5,8 @@ import torch
 
 from learned_attribution.services.afn.strength import (EmptyTextError, TextTooLongError, default_afn_layer,
                                               iter_hidden_states, resolve_afn_layer, token_strengths,
-                                              tokenize_words, torch_threads)
+                                              tokenize_words)
+from learned_attribution.core.models.runner import torch_threads
 
 
 def test_token_strengths_of_a_hand_made_state():

@@ -48,18 +48,6 @@ SMOKE_THREADS = os.cpu_count() or 1
 SMOKE_ENV = {**os.environ, "OMP_NUM_THREADS": str(SMOKE_THREADS)}  # for a smoke run in a subprocess
 
 
-@contextlib.contextmanager
-def smoke_threads():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(SMOKE_THREADS)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def run_smoke(pipeline_name: str, tracking_uri: str, extra_params: dict | None = None,
               only_missing_outputs: bool = False) -> None:
     """`kedro run --pipeline <name> --env smoke [--only-missing-outputs]` in a real Kedro session, MLflow to
@@ -67,8 +55,10 @@ def run_smoke(pipeline_name: str, tracking_uri: str, extra_params: dict | None =
     from kedro.framework.session import KedroSession
     from kedro.framework.startup import bootstrap_project
 
+    from learned_attribution.core.models.runner import torch_threads
+
     params = {"mlflow": {"tracking_uri": tracking_uri, "experiment": "crosstask-smoke"}, **(extra_params or {})}
-    with in_project_root(), smoke_threads():
+    with in_project_root(), torch_threads(SMOKE_THREADS):
         bootstrap_project(PROJECT_ROOT)
         with KedroSession.create(project_path=PROJECT_ROOT, env="smoke", runtime_params=params) as session:
             session.run(pipeline_name=pipeline_name, only_missing_outputs=only_missing_outputs)

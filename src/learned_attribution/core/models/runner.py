@@ -35,6 +35,21 @@ def resolve_device(setting: str | torch.device = "auto") -> torch.device:
     return device
 
 
+@contextmanager
+def torch_threads(n_threads: int | None) -> Iterator[None]:
+    """Run the block with `n_threads` torch intra-op threads (None: leave torch's setting), then restore it. On a
+    shared, busy machine one thread can be several times faster than oversubscribed cores."""
+    if n_threads is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def cpu_kernels() -> str:
     """The CPU kernels torch runs with, in words: its dispatch capability (`ATEN_CPU_CAPABILITY` lowers it) and
     oneDNN's instruction-set cap (`ONEDNN_MAX_CPU_ISA`)."""

@@ -10,6 +10,7 @@ import pandas as pd
 
 from learned_attribution.core.data.words import word_class
 from learned_attribution.core.models.loading import load_encoder, load_tokenizer
+from learned_attribution.core.models.runner import torch_threads
 
 from ..config import ComputeSettings
 from .alignment import AlignmentError, align_tokens
@@ -20,7 +21,7 @@ from .pairs import ShiftPair, pairs_from_frame
 from ..config import AfnSettings
 from .shift import PairShift, pair_shift
 from .strength import (EmptyTextError, TextTooLongError, TokenizedText, iter_hidden_states, token_strengths,
-                       tokenize_words, torch_threads)
+                       tokenize_words)
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,6 @@ sentence would change every token's percentile threshold.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,22 +88,6 @@ def iter_hidden_states(model: torch.nn.Module, texts: Sequence[TokenizedText], b
             stacked = torch.stack(output.hidden_states, dim=1).float().cpu()  # [batch, layers + 1, width, hidden]
             for row, i in enumerate(batch):
                 yield i, stacked[row, :, :len(texts[i].input_ids)].numpy().copy()
-
-
-@contextmanager
-def torch_threads(n_threads: int | None) -> Iterator[None]:
-    """Run the block with `n_threads` intra-op threads (`afn.num_threads`, checked when the settings are parsed;
-    None: leave torch's setting), then restore it. On a shared, busy machine one thread can be several times faster
-    than oversubscribed cores."""
-    if n_threads is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def token_strengths(hidden: np.ndarray) -> np.ndarray:
