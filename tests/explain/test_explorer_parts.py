@@ -135,7 +135,7 @@ def test_annotations_are_written_as_span_jsonl_and_refused_with_the_text_id(data
                "empty": ({"id": "t2", "text": items["t2"]["text"], "words": []}, "text t2: no word marked"),
                "unknown": ({"id": "t9", "text": "x", "words": [0]}, "text t9: not one of the texts suggested"),
                "class": ({"id": "t2", "text": items["t2"]["text"], "words": [0], "label": "neutral"},
-                         "text t2: class 'neutral' is not one of"),
+                         "text t2: class must be a class name or index, got 'neutral'"),
                "range": ({"id": "t2", "text": items["t2"]["text"], "words": [7]}, "text t2: word 7 out of range")}
     for annotation, message in refused.values():
         with pytest.raises(InputError, match=message):

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from learned_attribution.core.data.classes import resolve_class
 from learned_attribution.core.errors import InputError
 from learned_attribution.core.explainers import METHODS
 from learned_attribution.core.explainers.learned import EXPNET_PLUS
@@ -113,7 +114,7 @@ def create_app(explorer: Explorer) -> FastAPI:
             if not page_number.isdigit():
                 raise InputError(f"page={page_number!r}: a page number (1, 2, ...)")
             view = explorer.view(fold)
-            label_index = _class_index(label, view.classes)
+            label_index = resolve_class(label, view.classes, "class") if label else None
             result = view.query(mode, filter, label_index, sort, method or None, versus or None, order == "desc",
                                 int(page_number))
             focused = view.example(example, mode, method or None, versus or None) if example else None
@@ -237,16 +238,6 @@ def create_app(explorer: Explorer) -> FastAPI:
         return job.record() if job else {"state": "none"}
 
     return app
-
-
-def _class_index(label: str, classes: Sequence[str]) -> int | None:
-    if label == "":
-        return None
-    if label in classes:
-        return list(classes).index(label)
-    if label.isdigit():
-        return int(label)
-    raise InputError(f"class={label!r}: one of {list(classes)}")
 
 
 async def _json_body(request: Request) -> dict:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from learned_attribution.core.atomic import write_text_atomically
+from learned_attribution.core.data.classes import resolve_class
 from learned_attribution.core.data.rationales import Span, SpanRecord, build_format
 from learned_attribution.core.data.texts import FORMATS as TEXT_FORMATS, read_inputs
 from learned_attribution.core.data.words import tokenizer_words
@@ -130,10 +131,7 @@ class Workspace:
                 raise InputError(f"text {text_id}: no word marked; mark the words that support the class")
             if marked[0] < 0 or marked[-1] >= len(item["words"]):
                 raise InputError(f"text {text_id}: word {marked[-1]} out of range (it has {len(item['words'])} words)")
-            label = annotation.get("label", item["label"])
-            index = classes.index(label) if label in classes else label
-            if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(classes):
-                raise InputError(f"text {text_id}: class {label!r} is not one of {classes}")
+            index = resolve_class(annotation.get("label", item["label"]), classes, f"text {text_id}: class")
             spans = tuple(Span(*item["offsets"][w]) for w in marked)
             records.append(SpanRecord(text_id, item["text"], index, spans))
         path = self.session_folder(fold, session) / ANNOTATIONS
