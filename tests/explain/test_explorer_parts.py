@@ -13,7 +13,7 @@ import pytest
 from learned_attribution.adapters.explorer.app import AGAINST, FOR, display_tokens, heat_cells
 from learned_attribution.core.errors import InputError
 from learned_attribution.services.explore.fold_view import MissingFoldOutputs, load_fold_view, missing_outputs
-from learned_attribution.services.explore.workspace import RefitJobs, Workspace, inside
+from learned_attribution.services.explore.workspace import RefitJobs, RefitRunning, Workspace, inside
 
 # Three held-out examples of 4 scored tokens each; the human marks tokens 0 and 1.
 GOLD = [1, 1, 0, 0]
@@ -152,7 +152,7 @@ def test_one_refit_per_fold_at_a_time_and_a_failure_is_one_line():
         return {"refit": "refit_1"}
 
     first = jobs.start("heldout_sst2", "0123456789ab", blocked)
-    with pytest.raises(InputError, match="a refit of heldout_sst2 is running .*one refit per fold at a time"):
+    with pytest.raises(RefitRunning, match="a refit of heldout_sst2 is running .*one refit per fold at a time"):
         jobs.start("heldout_sst2", "ba9876543210", blocked)
     other = jobs.start("heldout_cola", "ba9876543210", lambda job, progress: {})  # another fold runs beside it
     assert first.record()["stage"] == "fitting" and first.record()["fraction"] == 0.5

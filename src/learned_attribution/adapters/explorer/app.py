@@ -22,6 +22,7 @@ from learned_attribution.core.explainers import METHODS
 from learned_attribution.core.explainers.learned import EXPNET_PLUS
 from learned_attribution.services.explore.explorer import Explorer
 from learned_attribution.services.explore.fold_view import FILTERS, MODES, MissingFoldOutputs
+from learned_attribution.services.explore.workspace import RefitRunning
 
 logger = logging.getLogger(__name__)
 
@@ -98,8 +99,8 @@ def create_app(explorer: Explorer) -> FastAPI:
         status = 404 if isinstance(error, MissingFoldOutputs) else 400
         return page(request, "problem.html", status, fold=fold, message=" ".join(str(error).split()))
 
-    def api_error(error: Exception) -> JSONResponse:
-        return JSONResponse({"error": " ".join(str(error).split())}, status_code=400)
+    def api_error(error: Exception, status: int = 400) -> JSONResponse:
+        return JSONResponse({"error": " ".join(str(error).split())}, status_code=status)
 
     @app.get("/", response_class=HTMLResponse)
     def index(request: Request):
@@ -224,8 +225,7 @@ def create_app(explorer: Explorer) -> FastAPI:
         try:
             job = explorer.refit(fold, session)
         except InputError as error:
-            return JSONResponse({"error": " ".join(str(error).split())},
-                                status_code=409 if "is running" in str(error) else 400)
+            return api_error(error, 409 if isinstance(error, RefitRunning) else 400)
         return job.record()
 
     @app.get("/api/fold/{fold}/sessions/{session}/refit")

@@ -178,6 +178,10 @@ class Workspace:
                                                              "previous": current.name if current else None}))
 
 
+class RefitRunning(InputError):
+    """A refit of the fold is running: one per fold at a time."""
+
+
 @dataclass
 class RefitJob:
     """A refit's state as the page polls it."""
@@ -200,7 +204,7 @@ class RefitJob:
 
 class RefitJobs:
     """At most one refit per fold at a time, each on a thread of its own; a second one asked for while one runs is
-    refused with a message (`InputError`). `run(job, progress)` does the work; what it returns lands in the job's
+    refused with a message (`RefitRunning`). `run(job, progress)` does the work; what it returns lands in the job's
     record."""
 
     def __init__(self):
@@ -213,7 +217,7 @@ class RefitJobs:
         with self._lock:
             running = self._jobs.get(fold)
             if running is not None and running.state == "running":
-                raise InputError(f"a refit of {fold} is running (session {running.session}, started "
+                raise RefitRunning(f"a refit of {fold} is running (session {running.session}, started "
                                  f"{time.time() - running.started:.0f} s ago): one refit per fold at a time; "
                                  "wait for it to finish, then refit again")
             job = self._jobs[fold] = self._by_session[(fold, session)] = RefitJob(fold, session)
