@@ -43,6 +43,7 @@ class Explorer:
         self.jobs = RefitJobs()
         self._views: dict[str, FoldView] = {}
         self._explainers: dict[Path, FoldExplainer] = {}
+        self._comparisons: dict[Path, list[tuple[Explanation, Explanation]]] = {}  # refit folder -> before/after
         self._loading = threading.Lock()
 
     # -- browsing ------------------------------------------------------------------------------------------------
@@ -145,8 +146,10 @@ class Explorer:
         current, previous = self.workspace.current_refit(fold, session)
         if current is None:
             return None
-        texts = [item["text"] for item in self.workspace.suggested(fold, session)["items"]]
-        before = self.explainer(fold, previous).explain(texts, methods=[EXPNET_PLUS])
-        after = self.explainer(fold, current).explain(texts, methods=[EXPNET_PLUS])
+        if current not in self._comparisons:  # a refit's folder never changes: explained once, not per page load
+            texts = [item["text"] for item in self.workspace.suggested(fold, session)["items"]]
+            before = self.explainer(fold, previous).explain(texts, methods=[EXPNET_PLUS])
+            after = self.explainer(fold, current).explain(texts, methods=[EXPNET_PLUS])
+            self._comparisons[current] = list(zip(before, after))
         return {"current": current.name, "previous": previous.name if previous else f"{fold} (the fold's own)",
-                "pairs": list(zip(before, after))}
+                "pairs": self._comparisons[current]}
