@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlencode
 
-import numpy as np
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -23,6 +22,7 @@ from learned_attribution.core.explainers.learned import EXPNET_PLUS
 from learned_attribution.services.explore.explorer import Explorer
 from learned_attribution.services.explore.fold_view import FILTERS, MODES, MissingFoldOutputs
 from learned_attribution.services.explore.workspace import RefitRunning
+from learned_attribution.services.reporting.pages import heat_levels
 
 logger = logging.getLogger(__name__)
 
@@ -49,25 +49,19 @@ def display_tokens(tokens: Sequence[str]) -> list[tuple[str, bool]]:
 
 def heat_cells(pieces: Sequence[tuple[str, bool]], scores: Sequence[float | None], signed: bool,
                marked: Sequence[int] | None = None) -> list[dict]:
-    """A row's cells: each piece's background from its score (signed: scaled by the row's largest |score|, orange
-    for and purple against; unsigned: min-max within the row, orange), the score in its tooltip, and the human
-    rationale's words (`marked`) underlined."""
-    present = np.asarray([s for s in scores if s is not None and np.isfinite(s)], dtype=float)
-    low, high = (present.min(), present.max()) if len(present) else (0.0, 0.0)
-    largest = np.abs(present).max() if len(present) else 0.0
+    """A row's cells: each piece's background from its score (`heat_levels`: orange for and purple against the
+    class; unsigned: orange), the score in its tooltip, and the human rationale's words (`marked`) underlined."""
     cells = []
-    for index, ((text, space), score) in enumerate(zip(pieces, scores)):
+    for index, ((text, space), score, level) in enumerate(zip(pieces, scores, heat_levels(scores, signed))):
         cell: dict[str, Any] = {"text": text, "space": space, "gold": bool(marked and marked[index])}
-        if score is None or not np.isfinite(score):
+        if level is None:
             cell.update(title="no score", style="", none=True)
         else:
-            if signed:
-                alpha, rgb = (abs(score) / largest if largest > 0 else 0.0), (FOR if score >= 0 else AGAINST)
-            else:
-                alpha, rgb = ((score - low) / (high - low) if high > low else 0.0), FOR
+            alpha, against = level
+            rgb = AGAINST if against else FOR
             cell.update(title=f"{score:.4f}", none=False,
                         style=f"background:rgba({rgb[0]},{rgb[1]},{rgb[2]},{alpha:.2f})"
-                              + (";color:#fff" if alpha > 0.6 and rgb == AGAINST else ""))
+                              + (";color:#fff" if alpha > 0.6 and against else ""))
         cells.append(cell)
     return cells
 

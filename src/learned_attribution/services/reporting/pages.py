@@ -17,24 +17,36 @@ PAGE_STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:auto} span{pa
               " td{padding:4px;vertical-align:top} .m{color:#555;white-space:nowrap} .none{color:#999}")
 
 
-def _token_cells(tokens: Sequence[str], values: Sequence[float | None], color: str, signed: bool = False,
-                 marked: Sequence[int] | None = None) -> str:
-    """Tokens coloured by score. Unsigned: `color`, min-max scaled within the row. Signed: a diverging scale
-    around 0 (red for, blue against the explained class), scaled by the row's largest |score|, so signs
-    survive. A missing score (None) is shown grey; `marked` tokens (1) are underlined."""
-    present = np.asarray([v for v in values if v is not None], dtype=float)
+def heat_levels(values: Sequence[float | None], signed: bool) -> list[tuple[float, bool] | None]:
+    """Each score's colour strength in [0, 1] and whether it counts against the class: signed rows on a diverging
+    scale around 0 scaled by the row's largest |score| (so signs survive), others min-max scaled within the row;
+    None for a missing or non-finite score. The one scale of every heatmap (these pages and the explorer)."""
+    present = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
     low, high = (present.min(), present.max()) if len(present) else (0.0, 0.0)
     largest = np.abs(present).max() if len(present) else 0.0
-    cells = []
-    for index, (token, value) in enumerate(zip(tokens, values)):
-        text = html.escape(str(token))
+    levels: list[tuple[float, bool] | None] = []
+    for value in values:
         if value is None or not np.isfinite(value):
+            levels.append(None)
+        elif signed:
+            levels.append((abs(value) / largest if largest > 0 else 0.0, value < 0))
+        else:
+            levels.append(((value - low) / (high - low) if high > low else 0.0, False))
+    return levels
+
+
+def _token_cells(tokens: Sequence[str], values: Sequence[float | None], color: str, signed: bool = False,
+                 marked: Sequence[int] | None = None) -> str:
+    """Tokens coloured by score (`heat_levels`). Unsigned: `color`. Signed: red for, blue against the explained
+    class. A missing score (None) is shown grey; `marked` tokens (1) are underlined."""
+    cells = []
+    for index, (token, value, level) in enumerate(zip(tokens, values, heat_levels(values, signed))):
+        text = html.escape(str(token))
+        if level is None:
             cells.append(f'<span class="none" title="no score">{text}</span>')
             continue
-        if signed:
-            alpha, rgb = (abs(value) / largest if largest > 0 else 0.0), (POSITIVE if value >= 0 else NEGATIVE)
-        else:
-            alpha, rgb = ((value - low) / (high - low) if high > low else 0.0), color
+        alpha, against = level
+        rgb = (NEGATIVE if against else POSITIVE) if signed else color
         underline = ' class="r"' if marked is not None and marked[index] else ""
         cells.append(f'<span{underline} title="{value:.3f}" style="background: rgba({rgb},{alpha:.2f})">{text}</span>')
     return " ".join(cells)
